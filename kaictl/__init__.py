@@ -1,0 +1,1 @@
+"""kaictl (also ``kubectl kai``): queues, fair share, explain, dry-run and simulation for kai."""

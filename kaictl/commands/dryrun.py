@@ -1,0 +1,70 @@
+"""``kaictl dry-run``: where pods would go, what would be evicted and why, what stays pending and why."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from kaictl.commands.engine_input import read_config, read_objects
+from kaictl.output import check_format, console, emit_data
+from kaid.sim.dryrun import dry_run
+
+STATUS_STYLE = {"Running": "green", "Pending": "yellow", "Evicted": "red", "Pipelined": "cyan",
+                "Releasing": "magenta"}
+
+
+def dry_run_command(
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file (YAML/JSON List or "
+                                                   "multi-document YAML) to schedule against.")] = None,
+    files: Annotated[list[Path] | None, typer.Option("-f", "--filename", help="More objects to add (workloads). "
+                                                      "Repeatable.")] = None,
+    cycles: Annotated[int, typer.Option("--cycles", min=1, max=1000, help="Scheduling cycles to run.")] = 1,
+    output: Annotated[str, typer.Option("-o", "--output", help="table, wide, json or yaml.")] = "table",
+    now: Annotated[float | None, typer.Option("--now", help="Unix time of the first cycle (default: now).")] = None,
+    solver: Annotated[str | None, typer.Option("--solver", help="Gang placement: cpsat or greedy.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML).")] = None,
+) -> None:
+    """Run scheduling cycles on a snapshot without writing anything, and show the decisions."""
+    check_format(output)
+    cfg = read_config(config, solver)
+    objs = read_objects(snapshot, files)
+    result = dry_run(objs, cfg, cycles, time.time() if now is None else now)
+    if output in ("json", "yaml"):
+        emit_data(result.to_json(), output)
+        return
+    out = console()
+    pods = Table(title=f"Pods after {cycles} cycle{'s' if cycles > 1 else ''}", title_justify="left",
+                 header_style="bold")
+    cols = ["NAMESPACE", "POD", "POD GROUP", "QUEUE", "STATUS", "NODE", "GPUS"]
+    for col in cols:
+        pods.add_column(col, justify="right" if col == "GPUS" else "left")
+    for p in result.pods:
+        st = p["status"]
+        pods.add_row(p["namespace"], p["name"], p["podGroup"] or "-", p["queue"] or "-",
+                     f"[{STATUS_STYLE.get(st, 'white')}]{st}[/]", p["node"] or "-", f"{p['gpus']:g}")
+    out.print(pods)
+    if result.actions and output == "wide":
+        acts = Table(title="Actions", title_justify="left", header_style="bold")
+        for col in ("CYCLE", "TYPE", "POD", "NODE", "REASON", "BY"):
+            acts.add_column(col)
+        for a in result.actions:
+            acts.add_row(str(a["cycle"]), a["type"], a["pod"], a["node"] or "-", a["reason"], a["by"] or "-")
+        out.print(acts)
+    evictions = [a for a in result.actions if a["type"] == "evict"]
+    for a in evictions:
+        out.print(f"[red]evict[/red] {a['pod']} from {a['node']} ({a['reason']}, for {a['by']}): "
+                  f"{a.get('message', '')}")
+    if result.pending:
+        out.print("[bold]Pending[/bold]")
+        for job in result.pending:
+            out.print(f"  [yellow]{job['namespace']}/{job['podGroup']}[/yellow] (queue {job['queue']})")
+            for r in job["reasons"]:
+                out.print(f"    - {r['reason']}: {r['message']}")
+    for prob in result.problems:
+        out.print(f"[red]problem[/red] {prob['kind']} {prob['name']}: {prob['message']}")
+    binds = sum(1 for a in result.actions if a["type"] == "bind")
+    out.print(f"{binds} bound, {len(evictions)} evicted, {len(result.pending)} pod groups pending")

@@ -1,0 +1,99 @@
+"""``kaictl fairshare``: the queue tree with deserved, fair share, allocated and requested."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from kaictl.commands.engine_input import read_config, read_objects
+from kaictl.output import check_format, console, emit_data
+from kaid.fairshare import compute_fair_share, queue_rows
+from kaid.model.build import build_snapshot
+
+RES = ("gpu", "cpu", "memory")
+
+
+def _v(x: float | int, res: str) -> str:
+    if x == -1:
+        return "∞"
+    if res == "gpu":
+        return f"{x:g}"
+    if res == "cpu":
+        return f"{x / 1000:g}"
+    return f"{x / 1000:g}G"
+
+
+def _state(row: dict[str, Any]) -> tuple[str, str]:
+    alloc, fair = row["allocated"]["gpu"], row["fairShare"]["gpu"]
+    if alloc > fair + 1e-9:
+        return "over", "cyan"
+    if alloc + 1e-9 < fair:
+        return "under", "yellow"
+    return "at", "green"
+
+
+def fairshare_command(
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file to read.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="tree, table, wide, json or yaml.")] = "tree",
+    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML).")] = None,
+) -> None:
+    """Draw the queue tree with deserved, fair share, allocated and requested per resource."""
+    check_format(output, ("tree", "table", "wide", "json", "yaml"))
+    cfg = read_config(config)
+    snap = build_snapshot(read_objects(snapshot, None), cfg, time.time())
+    compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0)
+    rows = queue_rows(snap)
+    if output in ("json", "yaml"):
+        emit_data({"queues": rows}, output)
+        return
+    out = console()
+    resources = RES if output == "wide" else ("gpu",)
+    if output == "tree":
+        by_parent: dict[str | None, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_parent.setdefault(r["parent"], []).append(r)
+        tree = Tree("[bold]queues[/bold] (gpu: deserved / fair share / allocated / requested / limit)")
+
+        def add(node: Tree, parent: str | None) -> None:
+            for r in by_parent.get(parent, []):
+                word, style = _state(r)
+                g = {k: r[k]["gpu"] for k in ("deserved", "fairShare", "allocated", "requested", "limit")}
+                label = (f"[bold]{r['name']}[/bold]  {_v(g['deserved'], 'gpu')} / {_v(g['fairShare'], 'gpu')} / "
+                         f"[{style}]{_v(g['allocated'], 'gpu')}[/] / {_v(g['requested'], 'gpu')} / "
+                         f"{_v(g['limit'], 'gpu')}  [{style}]{word} share[/]")
+                if r.get("errors"):
+                    label += f"  [red]{r['errors'][0]}[/red]"
+                add(node.add(label), r["name"])
+
+        add(tree, None)
+        for r in rows:  # queues whose parent is missing hang off the root with their error
+            if r["parent"] is not None and r["parent"] not in {x["name"] for x in rows}:
+                tree.add(f"[red]{r['name']}[/red] (parent {r['parent']} missing)")
+        out.print(tree)
+        return
+    table = Table(header_style="bold")
+    table.add_column("QUEUE")
+    for res in resources:
+        for col in ("DESERVED", "FAIR", "ALLOC", "REQ", "LIMIT"):
+            table.add_column(f"{res.upper()} {col}", justify="right")
+    table.add_column("STATE")
+    for r in rows:
+        word, style = _state(r)
+        cells = ["  " * _depth(r, rows) + r["name"]]
+        for res in resources:
+            cells += [_v(r[k][res], res) for k in ("deserved", "fairShare", "allocated", "requested", "limit")]
+        table.add_row(*cells, f"[{style}]{word}[/]")
+    out.print(table)
+
+
+def _depth(row: dict[str, Any], rows: list[dict[str, Any]]) -> int:
+    parents = {r["name"]: r["parent"] for r in rows}
+    d, p = 0, row["parent"]
+    while p is not None and d < 64:
+        d, p = d + 1, parents.get(p)
+    return d

@@ -1,0 +1,40 @@
+"""Output helpers shared by every kaictl command: formats, consoles (colour only on a terminal), errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import typer
+import yaml
+from rich.console import Console
+
+FORMATS = ("table", "wide", "json", "yaml")
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """A user error: one line that says what is wrong and what to do, then exit 1."""
+    err_console().print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def check_format(output: str, allowed: tuple[str, ...] = FORMATS) -> str:
+    if output not in allowed:
+        fail(f"unknown output format {output!r}: use one of {', '.join(allowed)}")
+    return output
+
+
+def emit_data(data: Any, output: str) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))

@@ -1,0 +1,1 @@
+"""Scheduling actions. Each works on a Session of tentative operations committed or rolled back per job."""

@@ -1,0 +1,57 @@
+"""Queue limits and the non-preemptible-within-quota rule, at every level of the tree."""
+
+from __future__ import annotations
+
+from kaid.model.objects import RESOURCES, UNLIMITED, Job, Queue, Reason
+
+_FLAG = {"gpu": "--gpu-limit", "cpu": "--cpu-limit", "memory": "--memory-limit"}
+
+
+def fmt(r: int, v: int) -> str:
+    if v == UNLIMITED:
+        return "unlimited"
+    if r == 0:
+        return f"{v / 1000:g} GPU" + ("" if v == 1000 else "s")
+    if r == 1:
+        return f"{v / 1000:g} cpu"
+    return f"{v / 1e6:g} MB memory"
+
+
+def _user(r: int, v: int) -> str:
+    return f"{v / 1000:g}" if r == 0 else (str(v) if r == 1 else f"{v // 1_000_000}")
+
+
+def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
+    """The first queue on the path from ``queue`` to the root that the request would push over a limit
+    (or, for a non-preemptible job, over its quota)."""
+    for anc in queue.path():
+        for r, name in enumerate(RESOURCES):
+            if not req[r]:
+                continue
+            lim = anc.effective_limit(r)
+            if lim != UNLIMITED and anc.allocated[r] + req[r] > lim:
+                implicit = anc.limit[r] == 0
+                why = (f"queue {anc.name} has no {name} limit set, which means nothing beyond its quota of "
+                       f"{fmt(r, anc.quota[r])}" if implicit
+                       else f"queue {anc.name} has a {name} limit of {fmt(r, lim)}")
+                fix_to = _user(r, anc.allocated[r] + req[r])
+                return Reason(
+                    "QueueLimit",
+                    f"{why}; it already uses {fmt(r, anc.allocated[r])} and this job needs {fmt(r, req[r])} more. "
+                    f"Fits if the limit were {fix_to}: kaictl queue set {anc.name} {_FLAG[name]} {fix_to} "
+                    "(or -1 for no limit)",
+                    {"queue": anc.name, "resource": name, "limit": _user(r, lim),
+                     "allocated": _user(r, anc.allocated[r]), "requested": _user(r, req[r]),
+                     "implicitLimit": implicit})
+            if not job.preemptible:
+                quota = anc.quota[r]
+                if quota != UNLIMITED and anc.alloc_np[r] + req[r] > quota:
+                    return Reason(
+                        "NonPreemptibleOverQuota",
+                        f"non-preemptible jobs must fit within their queue's quota: queue {anc.name} has a {name} "
+                        f"quota of {fmt(r, quota)}, non-preemptible jobs already use {fmt(r, anc.alloc_np[r])} and "
+                        f"this job needs {fmt(r, req[r])}. Raise the quota or make the job preemptible "
+                        "(a priority class below 100, or label kai.scheduler/preemptibility=preemptible)",
+                        {"queue": anc.name, "resource": name, "quota": _user(r, quota),
+                         "allocatedNonPreemptible": _user(r, anc.alloc_np[r]), "requested": _user(r, req[r])})
+    return None

@@ -1,0 +1,92 @@
+"""Tentative changes to the cycle's view of the cluster, committed or rolled back as a whole per job
+(the role of a statement in KAI's session)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Snapshot
+from kaid.placement.index import Devices, NodeIndex
+
+
+@dataclass(slots=True)
+class Op:
+    kind: str  # allocate | evict | pipeline
+    pod: Pod
+    node: Node
+    devices: Devices
+    action: str
+    by: str | None = None
+    message: str = ""
+    prev_status: str = "Pending"
+    prev_node: str | None = None
+    prev_devices: Devices = ()
+
+
+@dataclass
+class Session:
+    snap: Snapshot
+    index: NodeIndex
+    ops: list[Op] = field(default_factory=list)
+
+    def _queue(self, pod: Pod) -> Queue | None:
+        return self.snap.queues.get(pod.job.queue) if pod.job else None
+
+    def _charge(self, pod: Pod, node: Node, sign: int) -> None:
+        q = self._queue(pod)
+        if q is None or pod.job is None:
+            return
+        vec = (pod.gpu_milli_on(node), pod.cpu, pod.mem)
+        np_job = not pod.job.preemptible
+        for anc in q.path():
+            anc.allocated[GPU] += sign * vec[0]
+            anc.allocated[CPU] += sign * vec[1]
+            anc.allocated[MEM] += sign * vec[2]
+            if np_job:
+                anc.alloc_np[GPU] += sign * vec[0]
+                anc.alloc_np[CPU] += sign * vec[1]
+                anc.alloc_np[MEM] += sign * vec[2]
+
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = "allocate") -> None:
+        op = Op("allocate", pod, node, devices, action, prev_status=pod.status, prev_node=pod.node,
+                prev_devices=pod.devices)
+        self.index.assign(node, pod, devices)
+        self._charge(pod, node, +1)
+        pod.status = "Allocated"
+        pod.node = node.name
+        pod.devices = devices
+        if pod.frac_devices and devices:
+            pod.gpu_group = node.dev_group[devices[0]]
+        self.ops.append(op)
+
+    def rollback(self, checkpoint: int) -> None:
+        while len(self.ops) > checkpoint:
+            op = self.ops.pop()
+            if op.kind == "allocate":
+                self.index.release(op.node, op.pod, op.devices, planning=True)
+                self._charge(op.pod, op.node, -1)
+                op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
+
+    def allocations(self) -> list[Op]:
+        return [op for op in self.ops if op.kind == "allocate"]
+
+
+def job_request(pods: list[Pod], ref: Node | None) -> tuple[int, int, int]:
+    g = c = m = 0
+    for p in pods:
+        g += p.gpu_milli_on(ref)
+        c += p.cpu
+        m += p.mem
+    return g, c, m
+
+
+def ref_node(snap: Snapshot) -> Node | None:
+    return max((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)
+
+
+def job_of(pod: Pod) -> Job:
+    assert pod.job is not None
+    return pod.job

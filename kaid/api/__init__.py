@@ -1,0 +1,1 @@
+"""The compatibility contract: API groups, label and annotation keys, units, CRD and config models."""

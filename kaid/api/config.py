@@ -1,0 +1,62 @@
+"""kai's configuration file, validated with pydantic; every bad value gets a message that says the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kaid.api import constants as c
+from kaid.api.crds import validation_message
+
+Strategy = Literal["binpack", "spread"]
+ActionName = Literal["allocate", "consolidate", "reclaim", "preempt", "stale-gang"]
+
+
+class PlacementConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpu: Strategy = "binpack"
+    cpu: Strategy = "binpack"
+    # "cpsat": greedy first, CP-SAT when greedy fails or spreads a gang wider than needed.
+    # "greedy": the greedy path alone (for comparison).
+    gangSolver: Literal["cpsat", "greedy"] = "cpsat"
+    solverTimeLimitSeconds: float = Field(0.5, gt=0, le=60)
+    solverWorkers: int = Field(1, ge=1, le=16)
+
+
+class SchedulerConfig(BaseModel):
+    """Everything the engine and the daemon read from the config file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    schedulerName: str = c.DEFAULT_SCHEDULER_NAME
+    queueLabelKeys: tuple[str, ...] = (c.QUEUE_LABEL, c.LEGACY_QUEUE_LABEL)
+    defaultQueue: str = c.DEFAULT_QUEUE
+    placement: PlacementConfig = PlacementConfig()
+    actions: tuple[ActionName, ...] = ("allocate", "consolidate", "reclaim", "preempt", "stale-gang")
+    cyclePeriodSeconds: float = Field(1.0, gt=0, le=600)
+    clientQPS: float = Field(50.0, gt=0)
+    clientBurst: int = Field(100, ge=1)
+    usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
+    staleGangGraceSeconds: float = Field(60.0, description="Negative means never evict stale gangs.")
+    maxConsolidationMoves: int = Field(8, ge=0)
+
+
+def load_config(path: str | Path | None) -> SchedulerConfig:
+    """Read and validate a YAML config; raise ValueError naming the file, field and fix."""
+    if path is None:
+        return SchedulerConfig()
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except OSError as err:
+        raise ValueError(f"cannot read config file {p}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"config file {p} is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {p} must be a mapping of settings, got {type(data).__name__}")
+    try:
+        return SchedulerConfig.model_validate(data)
+    except ValidationError as err:
+        raise ValueError(f"config file {p}: {validation_message(err)}") from None

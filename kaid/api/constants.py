@@ -1,0 +1,62 @@
+"""Names fixed by the KAI-Scheduler compatibility contract (DESIGN section 2).
+
+One place for every label, annotation, API group and default, so that the engine, the daemon and the
+CLI all read the same keys.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SCHEDULING_GROUP: Final = "scheduling.run.ai"
+QUEUE_VERSION: Final = "v2"
+PODGROUP_VERSION: Final = "v2alpha2"
+TOPOLOGY_GROUP: Final = "kai.scheduler"
+TOPOLOGY_VERSION: Final = "v1alpha1"
+
+DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
+DEFAULT_QUEUE: Final = "default-queue"
+
+# Queue of a pod.
+QUEUE_LABEL: Final = "kai.scheduler/queue"
+LEGACY_QUEUE_LABEL: Final = "runai/queue"
+
+# PodGroup membership and gangs.
+POD_GROUP_ANNOTATION: Final = "pod-group-name"
+BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
+JOB_ID_LABEL: Final = "kai.nvidia.com/job-id"
+JOB_SIZE_LABEL: Final = "kai.nvidia.com/job-size"
+
+# Priority and preemptibility.
+PRIORITY_CLASS_LABEL: Final = "priorityClassName"
+PREEMPTIBILITY_LABEL: Final = "kai.scheduler/preemptibility"
+PREEMPTIBLE: Final = "preemptible"
+NON_PREEMPTIBLE: Final = "non-preemptible"
+PREEMPTIBLE_BELOW: Final = 100
+DEFAULT_PRIORITY_CLASSES: Final[dict[str, int]] = {
+    "train": 50,
+    "build-preemptible": 75,
+    "build": 100,
+    "inference": 125,
+}
+
+# GPU sharing.
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_FRACTION_ANNOTATION: Final = "gpu-fraction"
+GPU_MEMORY_ANNOTATION: Final = "gpu-memory"
+GPU_FRACTION_NUM_DEVICES_ANNOTATION: Final = "gpu-fraction-num-devices"
+GPU_GROUP_LABEL: Final = "runai-gpu-group"
+GPU_MEMORY_NODE_LABEL: Final = "nvidia.com/gpu.memory"
+GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
+# Written by kai when it binds a shared-GPU pod: the device indexes it got on its node.
+GPU_DEVICES_ANNOTATION: Final = "kai.scheduler/gpu-devices"
+
+# Topology.
+TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED_ANNOTATION: Final = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED_ANNOTATION: Final = "kai.scheduler/topology-preferred-placement"
+
+# Units: 1 GPU = 1000 milli-GPU; cpu in millicores; memory in bytes inside, megabytes (10^6) on Queues.
+MILLI: Final = 1000
+MEGABYTE: Final = 1_000_000
+MEBIBYTE: Final = 1 << 20

@@ -1,0 +1,122 @@
+"""Pydantic models of kai's custom resources: the one source of truth for their schemas.
+
+The CRD manifests in ``manifests/crds/`` are generated from these models (``kaid.api.crdgen``) and a
+test checks that they are current. The engine validates incoming objects with them and turns every
+validation error into a reason on the object, never an exception that stops the cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kaid.api.duration import parse_duration
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class QueueResource(_Spec):
+    """One resource of a queue. Units: gpu in devices, cpu in millicores, memory in megabytes."""
+
+    quota: float = Field(0, description="Deserved amount; -1 means unlimited deserved, 0 no guarantee.")
+    limit: float = Field(0, description="Hard cap; -1 means no limit, 0 nothing beyond the quota.")
+    overQuotaWeight: float = Field(1, ge=0, description="Share of the over-quota pool among siblings.")
+
+    @field_validator("quota", "limit")
+    @classmethod
+    def _minus_one_or_positive(cls, value: float) -> float:
+        if value < 0 and value != -1:
+            raise ValueError(f"{value:g} is not allowed: use -1 for unlimited or a value >= 0")
+        return value
+
+    @model_validator(mode="after")
+    def _limit_not_below_quota(self) -> QueueResource:
+        if self.limit > 0 and self.quota > 0 and self.limit < self.quota:
+            raise ValueError(
+                f"limit {self.limit:g} is below quota {self.quota:g}: raise the limit to at least the quota, "
+                "or set it to -1 for no limit"
+            )
+        return self
+
+
+class QueueResources(_Spec):
+    gpu: QueueResource | None = None
+    cpu: QueueResource | None = None
+    memory: QueueResource | None = None
+
+
+class QueueSpec(_Spec):
+    """``scheduling.run.ai/v2`` Queue spec."""
+
+    displayName: str | None = None
+    parentQueue: str | None = None
+    priority: int = Field(100, description="Siblings with higher priority get over-quota resources first.")
+    preemptMinRuntime: str | None = Field(None, description="Pods younger than this are not preempted.")
+    reclaimMinRuntime: str | None = Field(None, description="Pods younger than this are not reclaimed.")
+    resources: QueueResources | None = None
+
+    @field_validator("preemptMinRuntime", "reclaimMinRuntime")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+
+class SubGroup(_Spec):
+    name: str
+    minMember: int = Field(1, ge=0)
+    parent: str | None = None
+
+
+class TopologyConstraint(_Spec):
+    topology: str | None = None
+    requiredTopologyLevel: str | None = None
+    preferredTopologyLevel: str | None = None
+
+
+class PodGroupSpec(_Spec):
+    """``scheduling.run.ai/v2alpha2`` PodGroup spec."""
+
+    minMember: int = Field(1, ge=0, description="Pods that must be placed together before any starts.")
+    queue: str | None = None
+    priorityClassName: str | None = None
+    preemptibility: Literal["preemptible", "non-preemptible"] | None = None
+    subGroups: list[SubGroup] = Field(default_factory=list)
+    topologyConstraint: TopologyConstraint | None = None
+    stalenessGracePeriod: str | None = Field(
+        None, description="How long a running gang may stay below minMember; negative means never evict."
+    )
+
+    @field_validator("stalenessGracePeriod")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+
+class TopologyLevel(_Spec):
+    nodeLabel: str = Field(min_length=1)
+
+
+class TopologySpec(_Spec):
+    """``kai.scheduler/v1alpha1`` Topology spec: levels from the widest (e.g. zone) to the narrowest."""
+
+    levels: list[TopologyLevel] = Field(min_length=1)
+
+
+def validation_message(error: Exception) -> str:
+    """A one-line, user-facing form of a pydantic ValidationError."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        parts = []
+        for item in errors():
+            loc = ".".join(str(p) for p in item.get("loc", ()))
+            msg = str(item.get("msg", "")).removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        return "; ".join(parts)
+    return str(error)

@@ -1,0 +1,114 @@
+"""Which PodGroup a pod belongs to when it names none: its top owner's, following DESIGN section 2.
+
+Pure functions over plain dicts, shared by the snapshot builder (for offline snapshots) and by the
+daemon's PodGroup maker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kaid.api import constants as c
+
+Obj = dict[str, Any]
+OwnerIndex = dict[tuple[str, str, str], Obj]  # (namespace, kind, name) -> object
+
+
+@dataclass(slots=True, frozen=True)
+class GroupInfo:
+    name: str
+    min_member: int
+    owner_kind: str
+    owner_name: str
+    owner: Obj | None  # the top owner object when the snapshot has it
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def controller_ref(obj: Obj) -> Obj | None:
+    refs = _meta(obj).get("ownerReferences") or []
+    if not isinstance(refs, list):
+        return None
+    refs = [r for r in refs if isinstance(r, dict) and r.get("kind") and r.get("name")]
+    for ref in refs:
+        if ref.get("controller"):
+            return dict(ref)
+    return dict(refs[0]) if refs else None
+
+
+def top_owner(pod: Obj, owners: OwnerIndex) -> tuple[str, str, Obj | None]:
+    """(kind, name, object or None) of the top owner; the pod itself when it has none."""
+    ns = _meta(pod).get("namespace") or "default"
+    kind, name, obj = "Pod", str(_meta(pod).get("name", "")), pod
+    seen: set[tuple[str, str]] = set()
+    current: Obj = pod
+    while True:
+        ref = controller_ref(current)
+        if ref is None:
+            return kind, name, obj
+        kind, name = str(ref["kind"]), str(ref["name"])
+        if (kind, name) in seen:
+            return kind, name, None
+        seen.add((kind, name))
+        found = owners.get((ns, kind, name))
+        if found is None:
+            return kind, name, None
+        obj = current = found
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _replica_sum(specs: Any) -> int:
+    if not isinstance(specs, dict):
+        return 0
+    return sum(_int((s or {}).get("replicas"), 1) for s in specs.values() if isinstance(s, dict))
+
+
+def min_member_of(kind: str, owner: Obj | None, pod: Obj) -> int:
+    """How many pods of this workload must start together."""
+    anns = {**(_meta(pod).get("annotations") or {}), **(_meta(owner or {}).get("annotations") or {})}
+    if c.BATCH_MIN_MEMBER_ANNOTATION in anns:
+        return max(1, _int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
+    if owner is None:
+        return 1
+    spec = owner.get("spec") or {}
+    if kind == "PyTorchJob":
+        return max(1, _replica_sum(spec.get("pytorchReplicaSpecs")))
+    if kind == "MPIJob":
+        return max(1, _replica_sum(spec.get("mpiReplicaSpecs")))
+    if kind == "RayCluster":
+        workers = spec.get("workerGroupSpecs") or []
+        return 1 + sum(_int((w or {}).get("minReplicas"), _int((w or {}).get("replicas"), 0)) for w in workers)
+    if kind == "RayJob":
+        return min_member_of("RayCluster", {"spec": spec.get("rayClusterSpec") or {}}, pod)
+    if kind == "JobSet":
+        total = 0
+        for rj in spec.get("replicatedJobs") or []:
+            par = _int(((rj or {}).get("template") or {}).get("spec", {}).get("parallelism"), 1)
+            total += _int((rj or {}).get("replicas"), 1) * par
+        return max(1, total)
+    if kind == "LeaderWorkerSet":
+        return max(1, _int((spec.get("leaderWorkerTemplate") or {}).get("size"), 1))
+    return 1
+
+
+def group_for_pod(pod: Obj, owners: OwnerIndex) -> GroupInfo:
+    """The PodGroup a pod without a ``pod-group-name`` annotation belongs to."""
+    labels = _meta(pod).get("labels") or {}
+    job_id = labels.get(c.JOB_ID_LABEL)
+    if job_id:
+        size = max(1, _int(labels.get(c.JOB_SIZE_LABEL), 1))
+        return GroupInfo(f"pg-job-id-{job_id}", size, "JobId", str(job_id), None)
+    kind, name, owner = top_owner(pod, owners)
+    if kind == "Pod":
+        return GroupInfo(f"pg-pod-{name}", min_member_of(kind, None, pod), kind, name, pod)
+    return GroupInfo(f"pg-{kind.lower()}-{name}", min_member_of(kind, owner, pod), kind, name, owner)

@@ -1,0 +1,339 @@
+"""Hot-path model classes. Units: GPU in milli-GPU (1000 = one device), cpu in millicores, memory in
+bytes. Queue quota and limit keep ``UNLIMITED`` (-1) as a sentinel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU, CPU, MEM = 0, 1, 2
+RESOURCES = ("gpu", "cpu", "memory")
+UNLIMITED = -1
+
+Vec = list[int]
+
+
+def zero() -> Vec:
+    return [0, 0, 0]
+
+
+@dataclass(slots=True)
+class Reason:
+    """A structured, human-readable reason. ``code`` is stable; ``message`` is for a person."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reason": self.code, "message": self.message, **({"details": self.details} if self.details else {})}
+
+
+class Node:
+    __slots__ = (
+        "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "gpu_mem_mib", "gpus", "idle",
+        "index", "labels", "name", "ready", "taints", "unschedulable", "used_cpu", "used_mem", "used_pods",
+    )
+
+    def __init__(self, name: str, labels: dict[str, str], taints: list[dict[str, str]], unschedulable: bool,
+                 ready: bool, cpu: int, mem: int, pods: int, gpus: int, gpu_mem_mib: int) -> None:
+        self.name = name
+        self.labels = labels
+        self.taints = taints
+        self.unschedulable = unschedulable
+        self.ready = ready
+        self.alloc_cpu = cpu
+        self.alloc_mem = mem
+        self.alloc_pods = pods
+        self.gpus = gpus
+        self.gpu_mem_mib = gpu_mem_mib
+        self.used_cpu = 0
+        self.used_mem = 0
+        self.used_pods = 0
+        self.dev_used: list[int] = [0] * gpus
+        self.dev_group: list[str | None] = [None] * gpus
+        self.idle = gpus
+        self.index = 0
+
+    @property
+    def free_cpu(self) -> int:
+        return self.alloc_cpu - self.used_cpu
+
+    @property
+    def free_mem(self) -> int:
+        return self.alloc_mem - self.used_mem
+
+    @property
+    def free_pods(self) -> int:
+        return self.alloc_pods - self.used_pods
+
+    @property
+    def free_gpu_milli(self) -> int:
+        return self.gpus * 1000 - sum(self.dev_used)
+
+    def mem_to_milli(self, mib: int) -> int:
+        """A gpu-memory request (MiB) as a share of one of this node's devices."""
+        if self.gpu_mem_mib <= 0:
+            return 1001  # never fits: the node does not publish its GPU memory
+        return -(-mib * 1000 // self.gpu_mem_mib)
+
+    def __repr__(self) -> str:
+        return f"Node({self.name}, idle={self.idle}/{self.gpus})"
+
+
+class Pod:
+    __slots__ = (
+        "affinity", "cpu", "created", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
+        "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector", "phase",
+        "raw", "releasing", "sig", "started", "status", "tolerations", "uid",
+    )
+
+    def __init__(self, namespace: str, name: str, uid: str) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.uid = uid
+        self.key = f"{namespace}/{name}"
+        self.job: Job | None = None
+        self.node: str | None = None
+        self.phase = "Pending"
+        # Running, Bound (has node, not yet running), Pending, Releasing, Pipelined
+        self.status = "Pending"
+        self.releasing = False
+        self.cpu = 0
+        self.mem = 0
+        self.gpu_whole = 0
+        self.gpu_frac = 0  # milli-GPU per device for gpu-fraction pods
+        self.gpu_mem_mib = 0  # MiB per device for gpu-memory pods
+        self.frac_devices = 0  # devices a shared-GPU pod spans (0 when not shared)
+        self.devices: tuple[int, ...] = ()
+        self.gpu_group: str | None = None
+        self.node_selector: dict[str, str] = {}
+        self.affinity: list[list[dict[str, Any]]] = []  # required nodeSelectorTerms (OR of ANDs)
+        self.tolerations: list[dict[str, Any]] = []
+        self.labels: dict[str, str] = {}
+        self.created = 0.0
+        self.started = 0.0
+        self.sig = ""
+        self.raw: dict[str, Any] | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.frac_devices > 0
+
+    @property
+    def active(self) -> bool:
+        """Holds or is about to hold resources: bound, running, releasing or pipelined."""
+        return self.status in ("Running", "Bound", "Releasing", "Pipelined")
+
+    def gpu_milli_on(self, node: Node | None) -> int:
+        """GPU share in milli-GPU; gpu-memory requests convert with the node's device memory."""
+        if self.gpu_whole:
+            return self.gpu_whole * 1000
+        if not self.frac_devices:
+            return 0
+        if self.gpu_frac:
+            return self.gpu_frac * self.frac_devices
+        if node is not None and node.gpu_mem_mib > 0:
+            return min(1000, node.mem_to_milli(self.gpu_mem_mib)) * self.frac_devices
+        return 0
+
+    def __repr__(self) -> str:
+        return f"Pod({self.key}, {self.status}, node={self.node})"
+
+
+class Job:
+    """A PodGroup: the unit of gang scheduling."""
+
+    __slots__ = (
+        "created",
+        "errors",
+        "explicit",
+        "key",
+        "min_member",
+        "name",
+        "namespace",
+        "pods",
+        "preempt_never",
+        "preemptibility",
+        "preemptible",
+        "preferred_level",
+        "priority",
+        "priority_class",
+        "queue",
+        "raw",
+        "request_milli",
+        "required_level",
+        "stale_grace",
+        "subgroups",
+        "topology",
+        "warnings",
+    )
+
+    def __init__(self, namespace: str, name: str) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.key = f"{namespace}/{name}"
+        self.queue = ""
+        self.min_member = 1
+        self.priority = 0
+        self.priority_class = ""
+        self.preemptible = True
+        self.preempt_never = False
+        self.preemptibility: str | None = None  # explicit preemptible / non-preemptible, if any
+        self.pods: list[Pod] = []
+        self.created = 0.0
+        self.errors: list[Reason] = []  # the job cannot be scheduled until these are fixed
+        self.warnings: list[Reason] = []  # scheduled anyway, but the user should know
+        self.topology: str | None = None
+        self.required_level: str | None = None
+        self.preferred_level: str | None = None
+        self.stale_grace: float | None = None
+        self.subgroups: list[dict[str, Any]] = []
+        self.explicit = False
+        self.raw: dict[str, Any] | None = None
+        self.request_milli = 0
+
+    def active_count(self) -> int:
+        return sum(1 for p in self.pods if p.active and not p.releasing)
+
+    def pending_pods(self) -> list[Pod]:
+        return [p for p in self.pods if p.status == "Pending"]
+
+    def __repr__(self) -> str:
+        return f"Job({self.key}, q={self.queue}, min={self.min_member}, pods={len(self.pods)})"
+
+
+class Queue:
+    __slots__ = (
+        "alloc_np",
+        "allocated",
+        "children",
+        "depth",
+        "deserved",
+        "display",
+        "errors",
+        "fair",
+        "jobs",
+        "limit",
+        "name",
+        "parent",
+        "parent_name",
+        "preempt_min_runtime",
+        "priority",
+        "quota",
+        "reclaim_min_runtime",
+        "requested",
+        "usage",
+        "weight",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.display = name
+        self.parent_name: str | None = None
+        self.parent: Queue | None = None
+        self.children: list[Queue] = []
+        self.priority = 100
+        self.quota: Vec = zero()
+        self.limit: Vec = zero()
+        self.weight: list[float] = [1.0, 1.0, 1.0]
+        self.errors: list[Reason] = []
+        self.depth = 0
+        self.jobs: list[Job] = []
+        self.requested: Vec = zero()
+        self.allocated: Vec = zero()
+        self.alloc_np: Vec = zero()
+        self.deserved: Vec = zero()
+        self.fair: Vec = zero()
+        self.usage: list[float] = [0.0, 0.0, 0.0]
+        self.preempt_min_runtime = 0.0
+        self.reclaim_min_runtime = 0.0
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def path(self) -> list[Queue]:
+        """This queue and its ancestors, leaf first."""
+        out: list[Queue] = []
+        q: Queue | None = self
+        while q is not None:
+            out.append(q)
+            q = q.parent
+        return out
+
+    def effective_limit(self, r: int) -> int:
+        """The hard cap for resource r: -1 -> unlimited, 0/unset -> the quota (nothing beyond it)."""
+        lim = self.limit[r]
+        if lim == UNLIMITED:
+            return UNLIMITED
+        if lim == 0:
+            return self.quota[r]  # quota may itself be -1 (unlimited)
+        return lim
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name})"
+
+
+@dataclass(slots=True)
+class ObjectProblem:
+    """A bad object that is not a job (a Queue, a Topology, ...): reported, never fatal."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    reason: Reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, **self.reason.to_dict()}
+
+
+@dataclass(slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    preempt_never: bool = False
+
+
+@dataclass(slots=True)
+class Budget:
+    """A PodDisruptionBudget, reduced to what the engine needs."""
+
+    namespace: str
+    name: str
+    selector: dict[str, Any]
+    disruptions_allowed: int
+
+
+@dataclass
+class Snapshot:
+    nodes: list[Node]
+    queues: dict[str, Queue]
+    jobs: dict[str, Job]
+    pods: list[Pod]
+    topologies: dict[str, list[str]]
+    priority_classes: dict[str, PriorityClass]
+    now: float
+    problems: list[ObjectProblem] = field(default_factory=list)
+    budgets: list[Budget] = field(default_factory=list)
+    node_by_name: dict[str, Node] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.node_by_name:
+            self.node_by_name = {n.name: n for n in self.nodes}
+        for i, n in enumerate(self.nodes):
+            n.index = i
+
+    @property
+    def roots(self) -> list[Queue]:
+        return [q for q in self.queues.values() if q.parent is None]
+
+    def capacity(self) -> Vec:
+        """Schedulable capacity: Ready, schedulable nodes."""
+        cap = zero()
+        for n in self.nodes:
+            if n.ready and not n.unschedulable:
+                cap[GPU] += n.gpus * 1000
+                cap[CPU] += n.alloc_cpu
+                cap[MEM] += n.alloc_mem
+        return cap

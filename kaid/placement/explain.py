@@ -1,0 +1,67 @@
+"""Why a pod or gang does not fit: a per-node fit summary, fragmentation, in words with numbers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kaid.model.objects import Pod, Reason
+from kaid.placement.index import NodeIndex
+from kaid.placement.predicates import FAILURE_WORDS, resource_failure, static_failure
+
+
+def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
+    counts: Counter[str] = Counter()
+    for n in index.nodes:
+        why = static_failure(n, pod) or resource_failure(n, pod)
+        if why:
+            counts[why] += 1
+    total = len(index.nodes)
+    fit = total - sum(counts.values())
+    parts = ", ".join(f"{k} {FAILURE_WORDS.get(code, code)}" for code, k in counts.most_common())
+    want = describe_request(pod)
+    msg = f"{fit}/{total} nodes can take a pod of {want}" + (f": {parts}" if parts else "")
+    return Reason("NodeFit", msg, {"nodes": total, "fit": fit, "failures": dict(counts)})
+
+
+def describe_request(pod: Pod) -> str:
+    parts = []
+    if pod.gpu_whole:
+        parts.append(f"{pod.gpu_whole} GPU" + ("s" if pod.gpu_whole > 1 else ""))
+    elif pod.frac_devices:
+        each = f"{pod.gpu_frac / 1000:g} of a GPU" if pod.gpu_frac else f"{pod.gpu_mem_mib} MiB of GPU memory"
+        parts.append(each + (f" on each of {pod.frac_devices} GPUs" if pod.frac_devices > 1 else ""))
+    if pod.cpu:
+        parts.append(f"{pod.cpu / 1000:g} cpu")
+    if pod.mem:
+        parts.append(f"{pod.mem / 1e9:.3g} GB memory")
+    return ", ".join(parts) or "no resources"
+
+
+def fragmentation(pods: list[Pod], index: NodeIndex) -> Reason | None:
+    """Free GPUs in total would do, but not in blocks large enough for the pods."""
+    if not pods:
+        return None
+    pod = max(pods, key=lambda p: p.gpu_whole)
+    mask = index.static_mask(pod)
+    nodes = [n for n in index.nodes if mask[n.index]]
+    if pod.gpu_whole:
+        need = sum(p.gpu_whole for p in pods)
+        free = sum(max(0, n.idle) for n in nodes)
+        largest = max((n.idle for n in nodes), default=0)
+        if free >= need and largest < pod.gpu_whole:
+            return Reason("Fragmentation", f"{free} GPUs are free in total on nodes this job may use, but no node has "
+                          f"{pod.gpu_whole} free together (the largest free block is {largest}); consolidating "
+                          "preemptible pods or waiting for running pods to finish would make room",
+                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
+        if free >= need:
+            return Reason("Fragmentation", f"{free} GPUs are free in total but not on nodes that can hold all "
+                          f"{len(pods)} pods at once (largest free block {largest})",
+                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
+    elif pod.frac_devices and pod.gpu_frac:
+        free_milli = sum(1000 - u for n in nodes for u in n.dev_used)
+        best = max((1000 - u for n in nodes for u in n.dev_used), default=0)
+        if free_milli >= pod.gpu_frac and best < pod.gpu_frac:
+            return Reason("Fragmentation", f"{free_milli / 1000:g} GPUs are free in slivers, but no single GPU has "
+                          f"{pod.gpu_frac / 1000:g} free (the most on one GPU is {best / 1000:g})",
+                          {"freeGPUs": free_milli / 1000, "largestBlock": best / 1000})
+    return None

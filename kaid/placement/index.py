@@ -1,0 +1,142 @@
+"""A node index for the greedy path: nodes bucketed by idle GPUs, static feasibility cached per pod
+signature, and the only two functions that change a node's accounting (``assign`` / ``release``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kaid.model.objects import Node, Pod
+from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
+
+Devices = tuple[int, ...]
+
+
+class NodeIndex:
+    __slots__ = ("_static", "buckets", "epoch", "max_gpus", "nodes", "shared")
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+        self.max_gpus = max((n.gpus for n in nodes), default=0)
+        self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_gpus + 1)]
+        self.shared: dict[int, None] = {}  # nodes with a partly used device
+        self._static: dict[str, bytearray] = {}
+        self.epoch = 0  # bumped whenever resources are released, so cached failures expire
+        for n in nodes:
+            self.buckets[max(0, n.idle)][n.index] = None
+            if any(0 < u < 1000 for u in n.dev_used):
+                self.shared[n.index] = None
+
+    # ----------------------------------------------------------------------------- static feasibility
+    def static_mask(self, pod: Pod) -> bytearray:
+        mask = self._static.get(pod.sig)
+        if mask is None:
+            mask = bytearray(1 if static_failure(n, pod) is None else 0 for n in self.nodes)
+            self._static[pod.sig] = mask
+        return mask
+
+    # ----------------------------------------------------------------------------- accounting
+    def _moved(self, node: Node, old_idle: int) -> None:
+        if old_idle != node.idle:
+            self.buckets[max(0, old_idle)].pop(node.index, None)
+            self.buckets[max(0, node.idle)][node.index] = None
+        if any(0 < u < 1000 for u in node.dev_used):
+            self.shared[node.index] = None
+        else:
+            self.shared.pop(node.index, None)
+
+    def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
+        old = node.idle
+        node.used_cpu += pod.cpu
+        node.used_mem += pod.mem
+        node.used_pods += 1
+        if pod.gpu_whole:
+            for d in devices:
+                node.dev_used[d] = 1000
+            node.idle -= len(devices)
+        elif pod.frac_devices:
+            share = pod.gpu_milli_on(node) // pod.frac_devices
+            for d in devices:
+                if node.dev_used[d] == 0:
+                    node.idle -= 1
+                    node.dev_group[d] = f"{node.name}-gpu{d}"
+                node.dev_used[d] += share
+        self._moved(node, old)
+
+    def release(self, node: Node, pod: Pod, devices: Devices, planning: bool = False) -> None:
+        """Give back what ``assign`` took; ``planning`` undoes a tentative plan without expiring caches."""
+        old = node.idle
+        node.used_cpu -= pod.cpu
+        node.used_mem -= pod.mem
+        node.used_pods -= 1
+        if pod.gpu_whole:
+            for d in devices:
+                node.dev_used[d] = 0
+            node.idle += len(devices)
+        elif pod.frac_devices:
+            share = pod.gpu_milli_on(node) // pod.frac_devices
+            for d in devices:
+                node.dev_used[d] -= share
+                if node.dev_used[d] <= 0:
+                    node.dev_used[d] = 0
+                    node.dev_group[d] = None
+                    node.idle += 1
+        if not planning:
+            self.epoch += 1
+        self._moved(node, old)
+
+    # ----------------------------------------------------------------------------- choosing
+    def devices_for(self, node: Node, pod: Pod, spread: bool = False) -> Devices | None:
+        if resource_failure(node, pod) is not None:
+            return None
+        if pod.gpu_whole:
+            return whole_devices(node, pod.gpu_whole)
+        if pod.frac_devices:
+            return shared_devices(node, pod, spread)
+        return ()
+
+    def _by_idle(self, low: int, spread: bool) -> Iterator[int]:
+        rng = range(self.max_gpus, low - 1, -1) if spread else range(low, self.max_gpus + 1)
+        for k in rng:
+            yield from list(self.buckets[k])
+
+    def best_node(self, pod: Pod, spread: bool = False,
+                  allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
+        """The greedy choice for one pod: binpack (fewest idle GPUs that fit) or spread (most)."""
+        mask = self.static_mask(pod)
+        nodes = self.nodes
+        if pod.gpu_whole:
+            for i in self._by_idle(pod.gpu_whole, spread):
+                if mask[i] and (allowed is None or allowed[i]):
+                    n = nodes[i]
+                    if n.used_cpu + pod.cpu <= n.alloc_cpu and n.used_mem + pod.mem <= n.alloc_mem and \
+                            n.used_pods < n.alloc_pods:
+                        return n, whole_devices(n, pod.gpu_whole)
+            return None
+        if pod.frac_devices:
+            best: tuple[tuple[int, int, int], Node, Devices] | None = None
+            for i in list(self.shared):
+                if mask[i] and (allowed is None or allowed[i]):
+                    n = nodes[i]
+                    devs = self.devices_for(n, pod, spread)
+                    if devs is not None and all(n.dev_used[d] > 0 for d in devs):
+                        fill = sum(n.dev_used[d] for d in devs)
+                        key = (fill if spread else -fill, n.idle if not spread else -n.idle, i)
+                        if best is None or key < best[0]:
+                            best = (key, n, devs)
+            if best is not None:
+                return best[1], best[2]
+            for i in self._by_idle(1, spread):
+                if mask[i] and (allowed is None or allowed[i]):
+                    n = nodes[i]
+                    devs = self.devices_for(n, pod, spread)
+                    if devs is not None:
+                        return n, devs
+            return None
+        # cpu-only pods: score every feasible node by free cpu
+        chosen: Node | None = None
+        for i, n in enumerate(nodes):
+            if not mask[i] or (allowed is not None and not allowed[i]) or resource_failure(n, pod) is not None:
+                continue
+            if chosen is None or (n.free_cpu > chosen.free_cpu if spread else n.free_cpu < chosen.free_cpu):
+                chosen = n
+        return (chosen, ()) if chosen is not None else None

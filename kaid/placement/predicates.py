@@ -1,0 +1,127 @@
+"""Node predicates: what kube-scheduler's filters check, as plain functions over the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaid.model.objects import Node, Pod
+
+# Failure codes, in the order they are checked; the words are what a person reads in a fit summary.
+FAILURE_WORDS = {
+    "NotReady": "not ready",
+    "Unschedulable": "cordoned",
+    "NodeSelector": "node selector mismatch",
+    "Affinity": "node affinity mismatch",
+    "Taint": "untolerated taint",
+    "TooManyPods": "too many pods",
+    "InsufficientCPU": "insufficient cpu",
+    "InsufficientMemory": "insufficient memory",
+    "InsufficientGPU": "insufficient GPU",
+    "NoGPUMemoryLabel": "no GPU memory label",
+    "InsufficientGPUShare": "no GPU with enough free share",
+}
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for tol in tolerations:
+        effect = tol.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        op = tol.get("operator") or "Equal"
+        key = tol.get("key")
+        if op == "Exists":
+            if not key or key == taint.get("key"):
+                return True
+        elif key == taint.get("key") and str(tol.get("value") or "") == str(taint.get("value") or ""):
+            return True
+    return False
+
+
+def _match_expression(expr: dict[str, Any], labels: dict[str, str], node_name: str) -> bool:
+    key = str(expr.get("key", ""))
+    op = expr.get("operator")
+    values = [str(v) for v in expr.get("values") or []]
+    if expr.get("field"):
+        present, value = key == "metadata.name", node_name
+    else:
+        present, value = key in labels, labels.get(key, "")
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        try:
+            a, b = int(value), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return present and (a > b if op == "Gt" else a < b)
+    return False
+
+
+def static_failure(node: Node, pod: Pod) -> str | None:
+    """The first node-level reason the pod can never go to this node this cycle, or None."""
+    if not node.ready:
+        return "NotReady"
+    if node.unschedulable:
+        return "Unschedulable"
+    for k, v in pod.node_selector.items():
+        if node.labels.get(k) != v:
+            return "NodeSelector"
+    if pod.affinity and not any(
+        all(_match_expression(e, node.labels, node.name) for e in term) for term in pod.affinity
+    ):
+        return "Affinity"
+    for taint in node.taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
+            return "Taint"
+    return None
+
+
+def shared_devices(node: Node, pod: Pod, spread: bool = False) -> tuple[int, ...] | None:
+    """Devices for a shared-GPU pod: an existing GPU group with room first (the tightest, or the
+    emptiest when spreading), then an idle device. None when it does not fit."""
+    share = pod.gpu_frac if pod.gpu_frac else node.mem_to_milli(pod.gpu_mem_mib)
+    if share > 1000:
+        return None
+    chosen: list[int] = []
+    used = node.dev_used
+    partial = [d for d in range(node.gpus) if used[d] > 0 and used[d] + share <= 1000]
+    partial.sort(key=lambda d: (used[d], d) if spread else (-used[d], d))
+    idle = [d for d in range(node.gpus) if used[d] == 0]
+    for d in partial + idle:
+        if len(chosen) == pod.frac_devices:
+            break
+        chosen.append(d)
+    return tuple(chosen) if len(chosen) == pod.frac_devices else None
+
+
+def resource_failure(node: Node, pod: Pod) -> str | None:
+    """The first resource the node lacks for the pod right now, or None."""
+    if node.used_pods + 1 > node.alloc_pods:
+        return "TooManyPods"
+    if node.used_cpu + pod.cpu > node.alloc_cpu:
+        return "InsufficientCPU"
+    if node.used_mem + pod.mem > node.alloc_mem:
+        return "InsufficientMemory"
+    if pod.gpu_whole and node.idle < pod.gpu_whole:
+        return "InsufficientGPU"
+    if pod.frac_devices:
+        if pod.gpu_mem_mib and node.gpus and node.gpu_mem_mib <= 0:
+            return "NoGPUMemoryLabel"
+        if shared_devices(node, pod) is None:
+            return "InsufficientGPUShare" if node.gpus else "InsufficientGPU"
+    return None
+
+
+def whole_devices(node: Node, count: int) -> tuple[int, ...]:
+    out = []
+    for d in range(node.gpus):
+        if node.dev_used[d] == 0:
+            out.append(d)
+            if len(out) == count:
+                break
+    return tuple(out)

@@ -1,0 +1,241 @@
+"""The simulated cluster: kai's embedded default. Jobs arrive by a trace, the engine schedules them in
+virtual time, bound pods run for their duration and finish. No Kubernetes needed."""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaid.api import constants as c
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import run_cycle
+from kaid.fairshare import decay_usage
+from kaid.model.build import build_snapshot
+from kaid.sim.apply import bind_pod, iso
+from kaid.sim.workload import JobSpec, QueueLoad, WorkloadProfile
+
+Obj = dict[str, Any]
+NAMESPACE = "sim"
+EPOCH = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual time zero
+
+
+def gpu_node(name: str, gpus: int = 8, cpu: str = "128", memory: str = "2Ti", gpu_memory_mib: int = 81920,
+             labels: dict[str, str] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {c.GPU_MEMORY_NODE_LABEL: str(gpu_memory_mib),
+                                                   c.GPU_PRODUCT_NODE_LABEL: "NVIDIA-H100-80GB-HBM3",
+                                                   "kubernetes.io/hostname": name, **(labels or {})}},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", c.GPU_RESOURCE: str(gpus)},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def queue_obj(name: str, parent: str | None = None, gpu_quota: float = -1, gpu_limit: float = -1,
+              weight: float = 1, priority: int = 100) -> Obj:
+    spec: Obj = {"priority": priority, "resources": {
+        "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": weight},
+        "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": weight},
+        "memory": {"quota": -1, "limit": -1, "overQuotaWeight": weight}}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}", "kind": "Queue", "metadata": {"name": name},
+            "spec": spec}
+
+
+def builtin_cluster(nodes: int = 16, gpus: int = 8) -> list[Obj]:
+    """16 nodes of 8 H100s in 2 zones, and a queue tree of two teams, research and inference."""
+    objs = [gpu_node(f"gpu-{i:03d}", gpus, labels={"topology.kubernetes.io/zone": f"zone-{i % 2}"})
+            for i in range(nodes)]
+    total = nodes * gpus
+    objs += [
+        queue_obj("engineering", gpu_quota=round(total * 0.625)),
+        queue_obj("team-a", "engineering", gpu_quota=round(total * 0.375)),
+        queue_obj("team-b", "engineering", gpu_quota=round(total * 0.25)),
+        queue_obj("research", gpu_quota=round(total * 0.25), weight=2),
+        queue_obj("inference", gpu_quota=round(total * 0.125), priority=150),
+    ]
+    return objs
+
+
+def builtin_profile(seed: int = 0, hours: float = 6.0) -> WorkloadProfile:
+    return WorkloadProfile(queues=(
+        QueueLoad("team-a", 40.0, {"train": 0.75, "interactive": 0.20, "inference": 0.05}, 64),
+        QueueLoad("team-b", 24.0, {"train": 0.70, "interactive": 0.25, "inference": 0.05}, 32),
+        QueueLoad("research", 12.0, {"train": 0.95, "interactive": 0.05}, 64),
+        QueueLoad("inference", 10.0, {"inference": 0.85, "train": 0.15}, 8),
+    ), hours=hours, seed=seed)
+
+
+def job_objects(job: JobSpec, now: float) -> list[Obj]:
+    created = iso(now)
+    objs: list[Obj] = [{
+        "apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
+        "metadata": {"name": job.name, "namespace": NAMESPACE, "creationTimestamp": created},
+        "spec": {"minMember": job.min_member, "queue": job.queue, "priorityClassName": job.priority_class}}]
+    for i in range(job.pods):
+        requests: Obj = {"cpu": f"{job.cpu_milli_per_pod}m", "memory": f"{job.memory_mb_per_pod}M"}
+        annotations = {c.POD_GROUP_ANNOTATION: job.name}
+        if job.gpus_per_pod >= 1:
+            requests[c.GPU_RESOURCE] = str(int(job.gpus_per_pod))
+        elif job.gpus_per_pod > 0:
+            annotations[c.GPU_FRACTION_ANNOTATION] = f"{job.gpus_per_pod:g}"
+        objs.append({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"{job.name}-{i}", "namespace": NAMESPACE, "creationTimestamp": created,
+                                  "annotations": annotations, "labels": {c.QUEUE_LABEL: job.queue}},
+                     "spec": {"schedulerName": c.DEFAULT_SCHEDULER_NAME,
+                              "containers": [{"name": "main", "resources": {"requests": requests}}]},
+                     "status": {"phase": "Pending"}})
+    return objs
+
+
+@dataclass
+class JobRun:
+    spec: JobSpec
+    bound: int = 0
+    start: float | None = None
+    end: float | None = None
+
+
+@dataclass
+class Sample:
+    t: float
+    allocated_gpus: float
+    pending_jobs: int
+    queues: dict[str, tuple[float, float]]  # name -> (allocated GPUs, fair share GPUs)
+
+
+@dataclass
+class SimResult:
+    hours: float
+    capacity_gpus: float
+    samples: list[Sample] = field(default_factory=list)
+    runs: dict[str, JobRun] = field(default_factory=dict)
+    cycles: int = 0
+    binds: int = 0
+    leaves: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        queues: dict[str, Any] = {}
+        for q in self.leaves:
+            runs = [r for r in self.runs.values() if r.spec.queue == q]
+            waits = [r.start - r.spec.arrival_s for r in runs if r.start is not None]
+            alloc = [s.queues.get(q, (0.0, 0.0))[0] for s in self.samples]
+            fair = [s.queues.get(q, (0.0, 0.0))[1] for s in self.samples]
+            queues[q] = {
+                "submitted": len(runs), "started": len(waits), "finished": sum(1 for r in runs if r.end is not None
+                                                                               and r.end <= self.hours * 3600),
+                "avgAllocatedGPUs": round(statistics.fmean(alloc), 2) if alloc else 0.0,
+                "avgFairShareGPUs": round(statistics.fmean(fair), 2) if fair else 0.0,
+                "medianWaitS": round(statistics.median(waits), 1) if waits else None,
+                "p90WaitS": round(_pct(waits, 0.9), 1) if waits else None,
+            }
+        gangs: dict[str, Any] = {}
+        for label, lo, hi in (("1 GPU", 0, 1), ("2-8 GPUs", 2, 8), ("16-64 GPUs", 9, 64), ("128+ GPUs", 65, 10**9)):
+            runs = [r for r in self.runs.values() if lo <= r.spec.pods * r.spec.gpus_per_pod <= hi
+                    and r.spec.gpus_per_pod >= 1]
+            waits = [r.start - r.spec.arrival_s for r in runs if r.start is not None]
+            gangs[label] = {"jobs": len(runs), "started": len(waits),
+                            "medianWaitS": round(statistics.median(waits), 1) if waits else None}
+        util = [s.allocated_gpus / self.capacity_gpus for s in self.samples] if self.capacity_gpus else []
+        return {"hours": self.hours, "capacityGPUs": self.capacity_gpus, "cycles": self.cycles, "binds": self.binds,
+                "meanAllocation": round(statistics.fmean(util), 3) if util else 0.0,
+                "queues": queues, "gangs": gangs, "problems": self.problems,
+                "timeline": [{"t": s.t, "allocatedGPUs": s.allocated_gpus, "pendingJobs": s.pending_jobs,
+                              "queues": {k: {"allocated": v[0], "fairShare": v[1]} for k, v in s.queues.items()}}
+                             for s in self.samples]}
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hours: float,
+             cycle_s: float = 30.0, sample_s: float = 300.0,
+             progress: Callable[[float], None] | None = None) -> SimResult:
+    """Run the engine over the trace in virtual time, ``cycle_s`` between cycles."""
+    objs: list[Obj] = [dict(o) for o in base]
+    horizon = hours * 3600.0
+    pending_arrivals = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
+    runs = {j.name: JobRun(j) for j in pending_arrivals}
+    pods_by_key: dict[str, Obj] = {}
+    ends: list[tuple[float, str]] = []
+    result = SimResult(hours, 0.0, runs=runs)
+    usage: dict[str, list[float]] = {}
+    ai = 0
+    t = 0.0
+    last_sample = -sample_s
+    dirty = True
+    last_q: dict[str, tuple[float, float]] = {}
+    last_alloc = 0.0
+    pending_jobs = 0
+    while t <= horizon:
+        while ai < len(pending_arrivals) and pending_arrivals[ai].arrival_s <= t:
+            job = pending_arrivals[ai]
+            for o in job_objects(job, EPOCH + job.arrival_s):
+                objs.append(o)
+                if o["kind"] == "Pod":
+                    pods_by_key[f"{NAMESPACE}/{o['metadata']['name']}"] = o
+            ai += 1
+            dirty = True
+        finished: set[str] = set()
+        while ends and ends[0][0] <= t:
+            _, name = heapq.heappop(ends)
+            finished.add(name)
+        if finished:
+            objs = [o for o in objs if not _belongs(o, finished)]
+            for k in [k for k, o in pods_by_key.items() if _belongs(o, finished)]:
+                del pods_by_key[k]
+            dirty = True
+        if dirty:
+            snap = build_snapshot(objs, cfg, EPOCH + t, usage if cfg.usageHalfLifeSeconds > 0 else None)
+            if not result.capacity_gpus:
+                result.capacity_gpus = snap.capacity()[0] / 1000
+                result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
+                result.problems = [p.reason.message for p in snap.problems]
+            decisions = run_cycle(snap, cfg)
+            result.cycles += 1
+            for b in decisions.binds:
+                obj = pods_by_key.get(b.pod)
+                if obj is None:
+                    continue
+                bind_pod(obj, b, EPOCH + t)
+                run = runs[b.job.split("/", 1)[1]]
+                run.bound += 1
+                if run.start is None and run.bound >= run.spec.min_member:
+                    run.start = t
+                    run.end = t + run.spec.duration_s
+                    heapq.heappush(ends, (run.end, run.spec.name))
+            result.binds += len(decisions.binds)
+            dirty = bool(decisions.binds)
+            last_q = {row["name"]: (float(row["allocatedAfter"]["gpu"]), float(row["fairShare"]["gpu"]))
+                      for row in decisions.queues}
+            last_alloc = sum(v[0] for k, v in last_q.items() if k in result.leaves)
+            pending_jobs = len(decisions.pending)
+            if cfg.usageHalfLifeSeconds > 0:
+                for row in decisions.queues:
+                    a = row["allocatedAfter"]
+                    usage[row["name"]] = decay_usage(usage.get(row["name"], [0.0, 0.0, 0.0]),
+                                                     [int(a["gpu"] * 1000), a["cpu"], a["memory"]], cycle_s,
+                                                     cfg.usageHalfLifeSeconds)
+        if t - last_sample >= sample_s:
+            result.samples.append(Sample(t, last_alloc, pending_jobs, dict(last_q)))
+            last_sample = t
+        if progress is not None:
+            progress(min(1.0, t / horizon) if horizon else 1.0)
+        t += cycle_s
+    return result
+
+
+def _belongs(obj: Obj, jobs: set[str]) -> bool:
+    meta = obj.get("metadata") or {}
+    if meta.get("namespace") != NAMESPACE:
+        return False
+    if obj.get("kind") == "PodGroup":
+        return meta.get("name") in jobs
+    if obj.get("kind") == "Pod":
+        return (meta.get("annotations") or {}).get(c.POD_GROUP_ANNOTATION) in jobs
+    return False

@@ -1,0 +1,88 @@
+"""Dry-run: N scheduling cycles over a set of objects, each applying the previous cycle's decisions in
+memory. The JSON it returns is the contract of ``kaictl dry-run -o json``."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import Decisions, run_cycle
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Snapshot
+from kaid.sim.apply import apply
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class DryRun:
+    cycles: int
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    last: Decisions | None = None
+    snapshot: Snapshot | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cycles": self.cycles, "pods": self.pods, "actions": self.actions, "pending": self.pending,
+                "problems": self.problems}
+
+
+def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: float = 0.0) -> DryRun:
+    objs = copy.deepcopy(list(objects))
+    result = DryRun(cycles)
+    evicted: dict[str, tuple[str, str]] = {}
+    decisions = Decisions()
+    snap: Snapshot | None = None
+    for cycle in range(1, cycles + 1):
+        t = now + (cycle - 1) * cfg.cyclePeriodSeconds
+        snap = build_snapshot(objs, cfg, t)
+        decisions = run_cycle(snap, cfg)
+        for b in decisions.binds:
+            result.actions.append({"cycle": cycle, "type": "bind", "pod": b.pod, "node": b.node,
+                                   "reason": b.action, "by": None})
+        for p in decisions.pipelined:
+            result.actions.append({"cycle": cycle, "type": "pipeline", "pod": p.pod, "node": p.node,
+                                   "reason": p.action, "by": None})
+        for e in decisions.evictions:
+            result.actions.append({"cycle": cycle, "type": "evict", "pod": e.pod, "node": e.node,
+                                   "reason": e.action, "by": e.by, "message": e.message})
+        for key in apply(objs, decisions, t):
+            evicted[key] = (next(e.job for e in decisions.evictions if e.pod == key), "")
+        if not decisions.binds and not decisions.evictions and not decisions.pipelined:
+            # a fixed point: later cycles would decide the same
+            continue
+    final = build_snapshot(objs, cfg, now + cycles * cfg.cyclePeriodSeconds)
+    result.snapshot = final
+    result.last = decisions
+    for pod in sorted(final.pods, key=lambda p: p.key):
+        job = pod.job
+        result.pods.append({
+            "namespace": pod.namespace, "name": pod.name, "podGroup": job.name if job else None,
+            "queue": job.queue if job else None,
+            "status": "Running" if pod.status in ("Running", "Bound") else pod.status,
+            "node": pod.node, "gpus": _gpus(pod.gpu_milli_on(final.node_by_name.get(pod.node or ""))),
+        })
+    for key, (job_key, _) in sorted(evicted.items()):
+        ns, name = key.split("/", 1)
+        result.pods.append({"namespace": ns, "name": name, "podGroup": job_key.split("/", 1)[1], "queue": None,
+                            "status": "Evicted", "node": None, "gpus": 0})
+    for job_key, reasons in sorted(decisions.pending.items()):
+        job = final.jobs.get(job_key)
+        if job is None or not any(p.status == "Pending" for p in job.pods):
+            continue
+        result.pending.append({"namespace": job.namespace, "podGroup": job.name, "queue": job.queue,
+                               "reasons": [{"reason": r.code, "message": r.message,
+                                            **({"details": r.details} if r.details else {})} for r in reasons]})
+    result.queues = decisions.queues
+    result.problems = [p.to_dict() for p in final.problems]
+    return result
+
+
+def _gpus(milli: int) -> float | int:
+    return milli // 1000 if milli % 1000 == 0 else round(milli / 1000, 3)
