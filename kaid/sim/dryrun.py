@@ -67,11 +67,12 @@ def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: 
             "queue": job.queue if job else None,
             "status": "Running" if pod.status in ("Running", "Bound") else pod.status,
             "node": pod.node, "gpus": _gpus(pod.gpu_milli_on(final.node_by_name.get(pod.node or ""))),
+            "gpuDevices": list(pod.devices), "gpuGroup": pod.gpu_group if pod.frac_devices else None,
         })
     for key, (job_key, _) in sorted(evicted.items()):
         ns, name = key.split("/", 1)
         result.pods.append({"namespace": ns, "name": name, "podGroup": job_key.split("/", 1)[1], "queue": None,
-                            "status": "Evicted", "node": None, "gpus": 0})
+                            "status": "Evicted", "node": None, "gpus": 0, "gpuDevices": [], "gpuGroup": None})
     for job_key, reasons in sorted(decisions.pending.items()):
         job = final.jobs.get(job_key)
         if job is None or not any(p.status == "Pending" for p in job.pods):
