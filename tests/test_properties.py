@@ -1,0 +1,137 @@
+"""Property tests on random snapshots and random cycles (DESIGN section 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import run_cycle
+from kaid.fairshare import compute_fair_share
+from kaid.model.build import build_snapshot
+from kaid.model.objects import GPU, RESOURCES, UNLIMITED, Snapshot
+from kaid.sim.apply import apply
+from tests.objects import node, pod, podgroup, queue
+
+Obj = dict[str, Any]
+LIMITS = st.sampled_from([-1, 0, 4, 8, 16])
+QUOTAS = st.sampled_from([-1, 0, 2, 4, 8])
+
+
+def _fit_limit(quota: int, limit: int) -> int:
+    """A limit below the quota is invalid input; keep the generated tree valid."""
+    return limit if limit <= 0 or quota < 0 or limit >= quota else -1
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[Obj]:
+    objs: list[Obj] = []
+    for i in range(draw(st.integers(1, 6))):
+        objs.append(node(f"n{i}", gpus=draw(st.sampled_from([0, 1, 2, 4, 8])), cpu=str(draw(st.sampled_from([8, 32]))),
+                         memory="256Gi", labels={"rack": f"r{i % 2}"},
+                         taints=[{"key": "gpu", "effect": "NoSchedule"}] if draw(st.booleans()) and i else None))
+    objs.append({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"},
+                 "spec": {"levels": [{"nodeLabel": "rack"}]}})
+    # a 3-level tree: 2 departments x 2 teams
+    objs.append(queue("org", gpu=(draw(QUOTAS), draw(LIMITS), 1)))
+    leaves = []
+    for d in range(2):
+        quota = draw(QUOTAS)
+        limit = _fit_limit(quota, draw(LIMITS))
+        objs.append(queue(f"d{d}", "org", gpu=(quota, limit, draw(st.sampled_from([1, 2, 3]))),
+                          priority=draw(st.sampled_from([100, 100, 200]))))
+        for t in range(2):
+            name = f"t{d}{t}"
+            quota = draw(QUOTAS)
+            limit = _fit_limit(quota, draw(LIMITS))
+            objs.append(queue(name, f"d{d}", gpu=(quota, limit, draw(st.sampled_from([0, 1, 2])))))
+            leaves.append(name)
+    for j in range(draw(st.integers(0, 10))):
+        q = draw(st.sampled_from(leaves))
+        size = draw(st.integers(1, 4))
+        minm = draw(st.integers(1, size))
+        kind = draw(st.sampled_from(["whole", "whole", "frac", "cpu"]))
+        prio = draw(st.sampled_from(["train", "build", "inference"]))
+        spec: dict[str, Any] = {}
+        if draw(st.integers(0, 4)) == 0:
+            spec["topologyConstraint"] = {"topology": "t", draw(st.sampled_from(
+                ["requiredTopologyLevel", "preferredTopologyLevel"])): "rack"}
+        objs.append(podgroup(f"j{j}", q, minm, priority_class=prio, created=f"2026-01-01T00:00:{j:02d}Z", **spec))
+        for k in range(size):
+            ann = {}
+            gpus = 0
+            if kind == "whole":
+                gpus = draw(st.sampled_from([1, 1, 2, 4]))
+            elif kind == "frac":
+                ann["gpu-fraction"] = draw(st.sampled_from(["0.2", "0.5", "0.7"]))
+            tol = [{"key": "gpu", "operator": "Exists"}] if draw(st.booleans()) else []
+            objs.append(pod(f"j{j}-{k}", gpus=gpus, group=f"j{j}", cpu=draw(st.sampled_from(["1", "4"])),
+                            annotations=ann, tolerations=tol))
+    return objs
+
+
+def check_invariants(snap: Snapshot) -> None:
+    for n in snap.nodes:
+        assert n.used_cpu <= n.alloc_cpu and n.used_mem <= n.alloc_mem and n.used_pods <= n.alloc_pods, n.name
+        assert all(0 <= u <= 1000 for u in n.dev_used), (n.name, n.dev_used)
+        assert n.idle == sum(1 for u in n.dev_used if u == 0)
+    for job in snap.jobs.values():
+        active = sum(1 for p in job.pods if p.active)
+        assert active == 0 or active >= min(job.min_member, len(job.pods)), (job.key, active, job.min_member)
+    for q in snap.queues.values():
+        for r in range(len(RESOURCES)):
+            lim = q.effective_limit(r)
+            assert lim == UNLIMITED or q.allocated[r] <= lim, (q.name, RESOURCES[r], q.allocated[r], lim)
+            if q.quota[r] != UNLIMITED:
+                assert q.alloc_np[r] <= q.quota[r], (q.name, "non-preemptible over quota")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objs=clusters(), solver=st.sampled_from(["cpsat", "greedy"]), cycles=st.integers(1, 3))
+def test_cycles_keep_invariants(objs: list[Obj], solver: str, cycles: int) -> None:
+    cfg = SchedulerConfig.model_validate({"placement": {"gangSolver": solver}})
+    for c in range(cycles):
+        snap = build_snapshot(objs, cfg, float(c))
+        d = run_cycle(snap, cfg)
+        # the engine's own view after its tentative operations
+        check_invariants(snap)
+        apply(objs, d, float(c))
+        # and the cluster rebuilt from the applied objects
+        check_invariants(build_snapshot(objs, cfg, float(c)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objs=clusters())
+def test_same_snapshot_same_decisions(objs: list[Obj]) -> None:
+    cfg = SchedulerConfig()
+    a = run_cycle(build_snapshot(objs, cfg, 0.0), cfg)
+    b = run_cycle(build_snapshot(objs, cfg, 0.0), cfg)
+    assert [(x.pod, x.node, x.devices) for x in a.binds] == [(x.pod, x.node, x.devices) for x in b.binds]
+    assert {k: [r.message for r in v] for k, v in a.pending.items()} == \
+        {k: [r.message for r in v] for k, v in b.pending.items()}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objs=clusters())
+def test_fair_share_rules(objs: list[Obj]) -> None:
+    snap = build_snapshot(objs)
+    compute_fair_share(snap)
+    cap = snap.capacity()
+    for r in range(3):
+        assert sum(q.fair[r] for q in snap.roots) <= cap[r]
+        for q in snap.queues.values():
+            assert q.fair[r] <= q.requested[r]
+            lim = q.effective_limit(r)
+            assert lim == UNLIMITED or q.fair[r] <= lim
+            if q.children:
+                assert sum(ch.fair[r] for ch in q.children) <= q.fair[r]
+            # a queue with requests gets at least its deserved quota when the parent has it
+            if q.parent is not None and q.quota[r] >= 0 and not q.parent.errors:
+                want = min(q.quota[r], q.requested[r])
+                siblings = q.parent.children
+                if sum(min(s.quota[r] if s.quota[r] >= 0 else 10**18, s.requested[r]) for s in siblings) \
+                        <= q.parent.fair[r]:
+                    assert q.fair[r] >= min(want, q.effective_limit(r) if q.effective_limit(r) >= 0 else want)
+    assert all(q.fair[GPU] >= 0 for q in snap.queues.values())
