@@ -25,12 +25,13 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         return _structural(defs[schema["$ref"].split("/")[-1]], defs)
     if "anyOf" in schema:
         options = [o for o in schema["anyOf"] if o.get("type") != "null"]
-        out = _structural(options[0], defs) if len(options) == 1 else {"x-kubernetes-int-or-string": True}
+        picked: dict[str, Any] = _structural(options[0], defs) if len(options) == 1 else \
+            {"x-kubernetes-int-or-string": True}
         if len(options) < len(schema["anyOf"]):
-            out["nullable"] = True
+            picked["nullable"] = True
         if "description" in schema:
-            out["description"] = schema["description"]
-        return out
+            picked["description"] = schema["description"]
+        return picked
     out: dict[str, Any] = {}
     if "description" in schema:
         out["description"] = schema["description"]
