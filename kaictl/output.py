@@ -14,11 +14,15 @@ FORMATS = ("table", "wide", "json", "yaml")
 
 
 def console() -> Console:
-    return Console(highlight=False)
+    """stdout; on a terminal it wraps to the terminal, in a pipe tables keep their full width."""
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        out = Console(highlight=False, width=250)
+    return out
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

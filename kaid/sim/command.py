@@ -33,7 +33,7 @@ def simulate_command(
     output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
 ) -> None:
     """Run the engine on a simulated cluster in virtual time and show fair share, use and waits."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if output not in ("table", "json", "yaml"):
         err.print(f"[red]error:[/red] unknown output format {output!r}: use table, json or yaml")
         raise typer.Exit(1)
