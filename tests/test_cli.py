@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from kaictl.app import app as kaictl
 from kaid.cli import app as kaid
-
 from tests.objects import node, pod, podgroup, queue
 
 runner = CliRunner()
