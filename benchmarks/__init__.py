@@ -1,0 +1,1 @@
+"""kai's benchmarks: run each as ``python -m benchmarks.<name>`` from the repository root."""

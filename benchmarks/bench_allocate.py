@@ -1,0 +1,592 @@
+"""One allocate cycle on a large, fragmented cluster: CP-SAT gang placement against the greedy path.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_allocate                      # full size: 1,000 nodes, 10,000 pending pods
+    python -m benchmarks.bench_allocate --json out.json      # also write the report as JSON
+    python -m benchmarks.bench_allocate --profile cpsat      # cProfile of one cycle instead of the timings
+
+The cluster and the workload are deterministic for a seed (``--seed``), built once, and fed to the engine
+as plain Kubernetes dicts, the way the daemon and the simulator feed it:
+
+- Nodes: ``--nodes`` nodes of 8 GPUs (the ``gpu_node`` helper of the simulator: 128 cores, 2 TiB, 80 GB
+  H100s), in racks of ``NODES_PER_RACK`` nodes and zones of ``RACKS_PER_ZONE`` racks; node labels
+  ``ZONE_LABEL`` and ``RACK_LABEL``, and a ``Topology`` object with those two levels.
+- Queues: ``--queues`` queues (all levels counted) in 3 levels: ``DEPARTMENTS`` departments, each of
+  ``TEAMS_PER_DEPARTMENT`` teams, and the rest as projects (the leaves) spread round-robin over the
+  teams. The default, 50, is 2 departments + 8 teams + 40 projects.
+- Background: running pods that already hold about 40% of the GPUs, drawn per node (``FILL_WEIGHTS``,
+  so that about a quarter of the nodes are empty and the rest partly used), as 4-, 2- and 1-GPU pods
+  and shared devices holding fractional pods (0.25 / 0.5, with their GPU group and device index).
+- Pending: ``--pods`` pods: gangs (``GANG_POD_SHARE`` of the pods; sizes 2 to 256 pods in powers of
+  two, each size ``GANG_SIZE_DECAY`` times as likely as the one below; 1 GPU per pod, or 8 with
+  probability ``EIGHT_GPU_GANG_P``; ``TOPOLOGY_GANG_P`` of them prefer one rack through
+  ``spec.topologyConstraint``), fractional pods (``FRACTIONAL_POD_SHARE``; inference jobs of 1 to 4
+  elastic replicas of 0.25 or 0.5 GPU) and single-GPU pods (the rest). Jobs are interleaved in a random
+  order (their creation times follow it) and spread over the leaf queues. Gangs and single pods use
+  the ``train`` priority class, so that within a queue they go in creation order; fractional pods use
+  ``inference`` and go first in their queue. The backlog asks for several times the free GPUs, so
+  the cycle also exercises the "does not fit" paths.
+
+For each solver (``placement.gangSolver`` = ``cpsat`` and ``greedy``) and each of ``--repeat`` repeats,
+in the same process, alternating which solver goes first: time ``build_snapshot`` and one
+``run_cycle`` with ``time.perf_counter``, then read the placement quality from the decisions. Report
+median and p99 (nearest rank: with 5 repeats it is the slowest run) and the ratios cpsat/greedy.
+Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import importlib.metadata
+import io
+import json
+import math
+import os
+import platform
+import pstats
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from kaid.api import constants as c
+from kaid.api.config import PlacementConfig, SchedulerConfig
+from kaid.cycle import Decisions, run_cycle
+from kaid.model.build import build_snapshot
+from kaid.sim.cluster import EPOCH, NAMESPACE, gpu_node, job_objects, queue_obj
+from kaid.sim.workload import JobSpec
+
+Obj = dict[str, Any]
+
+SOLVERS: Final[tuple[str, str]] = ("cpsat", "greedy")
+
+# --- cluster ------------------------------------------------------------------------------------------
+GPUS_PER_NODE: Final = 8
+NODES_PER_RACK: Final = 25
+RACKS_PER_ZONE: Final = 4
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+RACK_LABEL: Final = "topology.kai.scheduler/rack"
+TOPOLOGY_NAME: Final = "bench-topology"
+
+# --- queues -------------------------------------------------------------------------------------------
+DEPARTMENTS: Final = 2
+TEAMS_PER_DEPARTMENT: Final = 4
+MIN_QUEUES: Final = DEPARTMENTS + DEPARTMENTS * TEAMS_PER_DEPARTMENT * 2  # every team has a project
+
+# --- background (running) pods ------------------------------------------------------------------------
+# Weight of 0, 1, ..., 8 GPUs already used on a node: mean 3.21 of 8 GPUs, about 40% of the cluster.
+FILL_WEIGHTS: Final = (0.25, 0.07, 0.10, 0.12, 0.13, 0.11, 0.09, 0.07, 0.06)
+SHARED_DEVICE_P: Final = 0.15  # a used device holds fractional pods rather than (part of) a whole-GPU pod
+SHARED_PATTERNS: Final = ((0.5, 0.5), (0.5,), (0.25, 0.25, 0.5), (0.25,), (0.5, 0.25), (0.25, 0.25, 0.25, 0.25))
+WHOLE_SIZES: Final = (4, 2, 1)
+
+# --- pending pods -------------------------------------------------------------------------------------
+GANG_POD_SHARE: Final = 0.50
+FRACTIONAL_POD_SHARE: Final = 0.15
+GANG_SIZES: Final = (2, 4, 8, 16, 32, 64, 128, 256)
+GANG_SIZE_DECAY: Final = 0.7
+EIGHT_GPU_GANG_P: Final = 0.25
+TOPOLOGY_GANG_P: Final = 0.30
+FRACTIONS: Final = (0.25, 0.5)
+MAX_REPLICAS: Final = 4
+CPU_MILLI_PER_GPU: Final = 8000
+MEMORY_MB_PER_GPU: Final = 64000
+CPU_ONLY_MILLI: Final = 2000  # cpu and memory of a fractional pod: 1/4 of a GPU's share, at least
+MEMORY_ONLY_MB: Final = 16000
+
+
+# ======================================================================================= the workload
+@dataclass
+class Workload:
+    objects: list[Obj]
+    rack_of: dict[str, str]  # node name -> rack
+    gangs: set[str] = field(default_factory=set)  # job keys (namespace/name) of gangs (minMember > 1)
+    topology_gangs: set[str] = field(default_factory=set)  # gangs with a preferred rack
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _queue_tree(total: int, capacity_gpus: int, rng: random.Random) -> tuple[list[Obj], list[str]]:
+    """``total`` queues in 3 levels; returns the Queue objects and the leaf (project) names."""
+    if total < MIN_QUEUES:
+        raise ValueError(f"--queues {total} is too few for 3 levels: use at least {MIN_QUEUES} "
+                         f"({DEPARTMENTS} departments, {DEPARTMENTS * TEAMS_PER_DEPARTMENT} teams, one project each)")
+    teams = [(d, t) for d in range(DEPARTMENTS) for t in range(TEAMS_PER_DEPARTMENT)]
+    projects: dict[tuple[int, int], int] = dict.fromkeys(teams, 0)
+    for i in range(total - DEPARTMENTS - len(teams)):
+        projects[teams[i % len(teams)]] += 1
+    dept_share = [0.6, 0.4] if DEPARTMENTS == 2 else [1 / DEPARTMENTS] * DEPARTMENTS
+    objs: list[Obj] = []
+    leaves: list[str] = []
+    for d in range(DEPARTMENTS):
+        dname = f"dept-{d}"
+        dquota = math.floor(capacity_gpus * dept_share[d])
+        objs.append(queue_obj(dname, gpu_quota=dquota, weight=1 + d))
+        for t in range(TEAMS_PER_DEPARTMENT):
+            tname = f"{dname}-team-{t}"
+            tquota = dquota // TEAMS_PER_DEPARTMENT
+            objs.append(queue_obj(tname, dname, gpu_quota=tquota, weight=rng.choice((1, 1, 2))))
+            n = projects[(d, t)]
+            for p in range(n):
+                pname = f"{tname}-proj-{p}"
+                objs.append(queue_obj(pname, tname, gpu_quota=tquota // n, weight=rng.choice((1, 1, 2, 3)),
+                                      priority=110 if p == 0 else 100))
+                leaves.append(pname)
+    return objs, leaves
+
+
+def _nodes(count: int) -> tuple[list[Obj], dict[str, str]]:
+    objs: list[Obj] = []
+    rack_of: dict[str, str] = {}
+    for i in range(count):
+        rack = i // NODES_PER_RACK
+        zone = rack // RACKS_PER_ZONE
+        name = f"node-{i:04d}"
+        rack_name = f"rack-{rack:03d}"
+        objs.append(gpu_node(name, GPUS_PER_NODE, labels={ZONE_LABEL: f"zone-{zone:02d}", RACK_LABEL: rack_name}))
+        rack_of[name] = rack_name
+    return objs, rack_of
+
+
+def _topology() -> Obj:
+    return {"apiVersion": f"{c.TOPOLOGY_GROUP}/{c.TOPOLOGY_VERSION}", "kind": "Topology",
+            "metadata": {"name": TOPOLOGY_NAME},
+            "spec": {"levels": [{"nodeLabel": ZONE_LABEL}, {"nodeLabel": RACK_LABEL}]}}
+
+
+def _spec(name: str, queue: str, pods: int, min_member: int, gpus: float, priority_class: str, kind: str) -> JobSpec:
+    cpu = round(CPU_MILLI_PER_GPU * gpus) if gpus >= 1 else CPU_ONLY_MILLI
+    mem = round(MEMORY_MB_PER_GPU * gpus) if gpus >= 1 else MEMORY_ONLY_MB
+    return JobSpec(name=name, queue=queue, arrival_s=0.0, duration_s=3600.0, pods=pods, min_member=min_member,
+                   gpus_per_pod=gpus, cpu_milli_per_pod=cpu, memory_mb_per_pod=mem, priority_class=priority_class,
+                   kind=kind)
+
+
+def _background(node_names: list[str], leaves: list[str], rng: random.Random) -> tuple[list[Obj], dict[str, Any]]:
+    """Running pods on the nodes, with their devices, holding about 40% of the GPUs."""
+    objs: list[Obj] = []
+    whole_pods = frac_pods = 0
+    used_devices = 0
+    created = EPOCH - 3600.0
+    for node in node_names:
+        used = rng.choices(range(GPUS_PER_NODE + 1), FILL_WEIGHTS)[0]
+        used_devices += used
+        dev = 0
+        while dev < used:
+            queue = rng.choice(leaves)
+            if rng.random() < SHARED_DEVICE_P:
+                group = f"bg-{node}-{dev}"
+                for k, frac in enumerate(rng.choice(SHARED_PATTERNS)):
+                    spec = _spec(f"{group}-{k}", queue, 1, 1, frac, "inference", "inference")
+                    objs += _running(job_objects(spec, created), node, (dev,), group)
+                    frac_pods += 1
+                dev += 1
+                continue
+            size = rng.choice([s for s in WHOLE_SIZES if s <= used - dev])
+            spec = _spec(f"bg-{node}-{dev}", queue, 1, 1, size, "train", "train")
+            objs += _running(job_objects(spec, created), node, tuple(range(dev, dev + size)), None)
+            whole_pods += 1
+            dev += size
+    return objs, {"background_pods": whole_pods + frac_pods, "background_whole_gpu_pods": whole_pods,
+                  "background_fractional_pods": frac_pods, "background_devices_used": used_devices}
+
+
+def _running(objs: list[Obj], node: str, devices: tuple[int, ...], group: str | None) -> list[Obj]:
+    for o in objs:
+        if o["kind"] != "Pod":
+            continue
+        o["spec"]["nodeName"] = node
+        o["status"] = {"phase": "Running", "startTime": o["metadata"]["creationTimestamp"]}
+        o["metadata"]["annotations"][c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in devices)
+        if group is not None:
+            o["metadata"]["labels"][c.GPU_GROUP_LABEL] = group
+    return objs
+
+
+def _gang_size(rng: random.Random, budget: int, cap: int) -> int:
+    sizes = [s for s in GANG_SIZES if s <= min(budget, cap)]
+    if not sizes:
+        return budget
+    return rng.choices(sizes, [GANG_SIZE_DECAY ** i for i in range(len(sizes))])[0]
+
+
+def _pending(total: int, leaves: list[str], rng: random.Random) -> list[tuple[JobSpec, bool]]:
+    """Pending jobs with exactly ``total`` pods, in creation order; the flag says "prefers one rack"."""
+    gang_budget = round(total * GANG_POD_SHARE)
+    frac_budget = round(total * FRACTIONAL_POD_SHARE)
+    cap = max(2, total // 8)
+    drafts: list[tuple[str, int, float, bool]] = []  # kind, pods, GPUs per pod, topology
+    while gang_budget >= 2:
+        size = _gang_size(rng, gang_budget, cap)
+        gpus = 8.0 if rng.random() < EIGHT_GPU_GANG_P else 1.0
+        drafts.append(("gang", size, gpus, rng.random() < TOPOLOGY_GANG_P))
+        gang_budget -= size
+    while frac_budget > 0:
+        replicas = min(frac_budget, rng.randint(1, MAX_REPLICAS))
+        drafts.append(("fractional", replicas, rng.choice(FRACTIONS), False))
+        frac_budget -= replicas
+    singles = total - sum(d[1] for d in drafts)
+    drafts += [("single", 1, 1.0, False)] * singles
+    rng.shuffle(drafts)
+    jobs: list[tuple[JobSpec, bool]] = []
+    for i, (kind, pods, gpus, topo) in enumerate(drafts):
+        queue = rng.choice(leaves)
+        if kind == "gang":
+            spec = _spec(f"gang-{i:05d}", queue, pods, pods, gpus, "train", "train")
+        elif kind == "fractional":
+            spec = _spec(f"infer-{i:05d}", queue, pods, 1, gpus, "inference", "inference")
+        else:
+            spec = _spec(f"single-{i:05d}", queue, 1, 1, gpus, "train", "train")
+        jobs.append((spec, topo))
+    return jobs
+
+
+def build_workload(nodes: int = 1000, pods: int = 10_000, queues: int = 50, seed: int = 0) -> Workload:
+    """The benchmark's cluster and backlog as plain Kubernetes objects; the same arguments give the same
+    objects."""
+    if nodes < 1 or pods < 1:
+        raise ValueError("--nodes and --pods must be at least 1")
+    rng = random.Random(f"bench-allocate/{seed}")
+    node_objs, rack_of = _nodes(nodes)
+    queue_objs, leaves = _queue_tree(queues, nodes * GPUS_PER_NODE, rng)
+    background, bg_summary = _background(list(rack_of), leaves, rng)
+    objects: list[Obj] = [*node_objs, _topology(), *queue_objs, *background]
+    wl = Workload(objects, rack_of)
+    counts = {"gangs": 0, "gang_pods": 0, "eight_gpu_gangs": 0, "topology_gangs": 0, "fractional_jobs": 0,
+              "fractional_pods": 0, "single_pods": 0}
+    pending_gpus = 0.0
+    max_gang = 0
+    for i, (spec, topo) in enumerate(_pending(pods, leaves, rng)):
+        objs = job_objects(spec, EPOCH + i)
+        key = f"{NAMESPACE}/{spec.name}"
+        pending_gpus += spec.total_gpus
+        if spec.min_member > 1:
+            wl.gangs.add(key)
+            counts["gangs"] += 1
+            counts["gang_pods"] += spec.pods
+            counts["eight_gpu_gangs"] += spec.gpus_per_pod == 8
+            max_gang = max(max_gang, spec.pods)
+            if topo:
+                objs[0]["spec"]["topologyConstraint"] = {"topology": TOPOLOGY_NAME,
+                                                         "preferredTopologyLevel": RACK_LABEL}
+                wl.topology_gangs.add(key)
+                counts["topology_gangs"] += 1
+        elif spec.gpus_per_pod < 1:
+            counts["fractional_jobs"] += 1
+            counts["fractional_pods"] += spec.pods
+        else:
+            counts["single_pods"] += 1
+        objects += objs
+    capacity = nodes * GPUS_PER_NODE
+    wl.summary = {
+        "nodes": nodes, "gpus": capacity, "racks": len(set(rack_of.values())),
+        "zones": math.ceil(nodes / (NODES_PER_RACK * RACKS_PER_ZONE)), "queues": len(queue_objs),
+        "leaf_queues": len(leaves), **bg_summary,
+        "background_gpu_share": round(bg_summary["background_devices_used"] / capacity, 3),
+        "pending_pods": pods, "pending_gpus": round(pending_gpus, 2), **counts, "largest_gang_pods": max_gang,
+        "objects": len(objects),
+    }
+    return wl
+
+
+# ======================================================================================== measuring
+def config_for(solver: str) -> SchedulerConfig:
+    return SchedulerConfig(placement=PlacementConfig.model_validate({"gangSolver": solver}))
+
+
+@dataclass
+class RunResult:
+    snapshot_s: float
+    cycle_s: float
+    cycle_cpu_s: float  # CPU time of this process during the cycle: less sensitive to other load
+    decisions: Decisions
+
+
+def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
+    """Build a snapshot from the objects and run one cycle, each timed with perf_counter."""
+    gc.collect()
+    t0 = time.perf_counter()
+    snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    decisions = run_cycle(snap, cfg)
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    return RunResult(t1 - t0, t2 - t1, c2 - c1, decisions)
+
+
+def gang_nodes(decisions: Decisions, wl: Workload) -> dict[str, set[str]]:
+    """Nodes used by each gang that was bound in this cycle."""
+    out: dict[str, set[str]] = {}
+    for b in decisions.binds:
+        if b.job in wl.gangs:
+            out.setdefault(b.job, set()).add(b.node)
+    return out
+
+
+def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
+    nodes = gang_nodes(decisions, wl)
+    spans = [len(v) for v in nodes.values()]
+    racks = [len({wl.rack_of[n] for n in v}) for k, v in nodes.items() if k in wl.topology_gangs]
+    stats = decisions.stats
+    return {
+        "gpus_allocated": round(sum(b.gpu_milli for b in decisions.binds) / 1000, 3),
+        "pods_bound": len(decisions.binds),
+        "jobs_bound": len({b.job for b in decisions.binds}),
+        "jobs_pending": len(decisions.pending),
+        "gangs_placed": len(nodes),
+        "gang_nodes_mean": round(statistics.fmean(spans), 3) if spans else 0.0,
+        "gang_nodes_max": max(spans, default=0),
+        "topology_gangs_placed": len(racks),
+        "topology_gang_racks_mean": round(statistics.fmean(racks), 3) if racks else 0.0,
+        "gangs_cpsat": stats.gangs_cpsat,
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    s = sorted(values)
+    return s[max(0, math.ceil(q * len(s)) - 1)]
+
+
+def _timing(values: list[float]) -> dict[str, Any]:
+    return {"median": statistics.median(values), "p99": percentile(values, 0.99), "runs": values}
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
+                  progress: bool = False) -> dict[str, Any]:
+    """Build the workload once, run both solvers ``repeat`` times each, and return the report."""
+    if repeat < 1:
+        raise ValueError("--repeat must be at least 1")
+    load_before = machine_info()["loadavg"]
+    wl = build_workload(nodes, pods, queues, seed)
+    snaps: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    cycles: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    cycles_cpu: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    solver_s: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    qualities: dict[str, list[dict[str, Any]]] = {s: [] for s in SOLVERS}
+    spans: dict[str, dict[str, int]] = {}
+    for r in range(repeat):
+        order = SOLVERS if r % 2 == 0 else SOLVERS[::-1]
+        for solver in order:
+            res = run_once(wl, config_for(solver))
+            snaps[solver].append(res.snapshot_s)
+            cycles[solver].append(res.cycle_s)
+            cycles_cpu[solver].append(res.cycle_cpu_s)
+            solver_s[solver].append(res.decisions.stats.solver_s)
+            qualities[solver].append(quality(res.decisions, wl))
+            if r == 0:
+                spans[solver] = {k: len(v) for k, v in gang_nodes(res.decisions, wl).items()}
+            if progress:
+                print(f"  repeat {r + 1}/{repeat} {solver:6s}: snapshot {res.snapshot_s:7.3f} s, "
+                      f"cycle {res.cycle_s:7.3f} s, {len(res.decisions.binds)} pods bound", file=sys.stderr)
+    results: dict[str, Any] = {}
+    for solver in SOLVERS:
+        first = qualities[solver][0]
+        results[solver] = {
+            "snapshot_s": _timing(snaps[solver]),
+            "cycle_s": _timing(cycles[solver]),
+            "cycle_cpu_s": _timing(cycles_cpu[solver]),
+            "solver_s": _timing(solver_s[solver]),
+            **first,
+            "quality_stable": all(q == first for q in qualities[solver]),
+        }
+    both = sorted(set(spans["cpsat"]) & set(spans["greedy"]))
+    comparison = {
+        "gangs_both_placed": len(both),
+        "cpsat_fewer_nodes": sum(1 for k in both if spans["cpsat"][k] < spans["greedy"][k]),
+        "cpsat_more_nodes": sum(1 for k in both if spans["cpsat"][k] > spans["greedy"][k]),
+        "same_nodes": sum(1 for k in both if spans["cpsat"][k] == spans["greedy"][k]),
+        "nodes_saved_total": sum(spans["greedy"][k] - spans["cpsat"][k] for k in both),
+        "only_cpsat_placed": len(set(spans["cpsat"]) - set(spans["greedy"])),
+        "only_greedy_placed": len(set(spans["greedy"]) - set(spans["cpsat"])),
+        "per_gang_nodes": {k: {"cpsat": spans["cpsat"].get(k), "greedy": spans["greedy"].get(k)}
+                           for k in sorted(set(spans["cpsat"]) | set(spans["greedy"]))},
+    }
+    cp, gr = results["cpsat"], results["greedy"]
+    ratios = {
+        "snapshot_median": _ratio(cp["snapshot_s"]["median"], gr["snapshot_s"]["median"]),
+        "cycle_median": _ratio(cp["cycle_s"]["median"], gr["cycle_s"]["median"]),
+        "cycle_p99": _ratio(cp["cycle_s"]["p99"], gr["cycle_s"]["p99"]),
+        **{k: _ratio(cp[k], gr[k]) for k in ("gpus_allocated", "pods_bound", "gangs_placed", "gang_nodes_mean",
+                                             "gang_nodes_max", "topology_gang_racks_mean")},
+    }
+    return {
+        "benchmark": "bench_allocate",
+        "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed},
+        "machine": {**machine_info(), "loadavg_before": load_before},
+        "workload": wl.summary,
+        "results": results,
+        "ratios": ratios,
+        "comparison": comparison,
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    try:
+        ortools_version = importlib.metadata.version("ortools")
+    except importlib.metadata.PackageNotFoundError:
+        ortools_version = "unknown"
+    try:
+        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "cpus": os.cpu_count(), "loadavg": load, "ortools": ortools_version,
+            **engine_revision()}
+
+
+def engine_revision() -> dict[str, Any]:
+    """The commit the engine was measured at, and whether kaid/ had uncommitted changes (read-only git)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                                  check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    status = git("status", "--porcelain", "--", "kaid")
+    return {"commit": commit, "kaid_uncommitted_changes": bool(status) if status is not None else None}
+
+
+# ========================================================================================= reporting
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    res, ratios, cmp_ = report["results"], report["ratios"], report["comparison"]
+    cp, gr = res["cpsat"], res["greedy"]
+    wl, args = report["workload"], report["args"]
+    rows: list[tuple[str, Any, Any, Any]] = [
+        ("snapshot build, median (s)", cp["snapshot_s"]["median"], gr["snapshot_s"]["median"],
+         ratios["snapshot_median"]),
+        ("snapshot build, p99 (s)", cp["snapshot_s"]["p99"], gr["snapshot_s"]["p99"],
+         _ratio(cp["snapshot_s"]["p99"], gr["snapshot_s"]["p99"])),
+        ("allocate cycle, median (s)", cp["cycle_s"]["median"], gr["cycle_s"]["median"], ratios["cycle_median"]),
+        ("allocate cycle, p99 (s)", cp["cycle_s"]["p99"], gr["cycle_s"]["p99"], ratios["cycle_p99"]),
+        ("allocate cycle CPU time, median (s)", cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"],
+         _ratio(cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"])),
+        ("  of which CP-SAT wall, median (s)", cp["solver_s"]["median"], gr["solver_s"]["median"], None),
+        ("GPUs allocated", cp["gpus_allocated"], gr["gpus_allocated"], ratios["gpus_allocated"]),
+        ("pods bound", cp["pods_bound"], gr["pods_bound"], ratios["pods_bound"]),
+        ("jobs still pending", cp["jobs_pending"], gr["jobs_pending"], _ratio(cp["jobs_pending"], gr["jobs_pending"])),
+        ("gangs placed", cp["gangs_placed"], gr["gangs_placed"], ratios["gangs_placed"]),
+        ("  placed by CP-SAT", cp["gangs_cpsat"], gr["gangs_cpsat"], None),
+        ("nodes per placed gang, mean", cp["gang_nodes_mean"], gr["gang_nodes_mean"], ratios["gang_nodes_mean"]),
+        ("nodes per placed gang, max", cp["gang_nodes_max"], gr["gang_nodes_max"], ratios["gang_nodes_max"]),
+        ("rack-preferring gangs placed", cp["topology_gangs_placed"], gr["topology_gangs_placed"],
+         _ratio(cp["topology_gangs_placed"], gr["topology_gangs_placed"])),
+        ("racks per rack-preferring gang, mean", cp["topology_gang_racks_mean"], gr["topology_gang_racks_mean"],
+         ratios["topology_gang_racks_mean"]),
+        ("same result every repeat", cp["quality_stable"], gr["quality_stable"], None),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [
+        f"bench_allocate: {wl['nodes']} nodes x {GPUS_PER_NODE} GPUs ({wl['racks']} racks, {wl['zones']} zones), "
+        f"{wl['queues']} queues ({wl['leaf_queues']} leaves), {args['repeat']} repeats, seed {args['seed']}",
+        f"background: {wl['background_pods']} running pods on {wl['background_devices_used']} GPUs "
+        f"({wl['background_gpu_share']:.0%}); pending: {wl['pending_pods']} pods, {wl['pending_gpus']:g} GPUs "
+        f"({wl['single_pods']} single-GPU, {wl['fractional_pods']} fractional in {wl['fractional_jobs']} jobs, "
+        f"{wl['gang_pods']} in {wl['gangs']} gangs, {wl['topology_gangs']} of them rack-preferring, "
+        f"largest {wl['largest_gang_pods']} pods)",
+        f"machine: {report['machine']['cpus']} CPUs, load average (1, 5, 15 min) "
+        f"{report['machine']['loadavg_before']} before, {report['machine']['loadavg']} after, "
+        f"Python {report['machine']['python']}, OR-Tools {report['machine']['ortools']}, engine at commit "
+        f"{report['machine']['commit']}"
+        f"{' with uncommitted changes in kaid/' if report['machine']['kaid_uncommitted_changes'] else ''}",
+        "",
+        f"{'metric':<{width}}  {'cpsat':>10}  {'greedy':>10}  {'cpsat/greedy':>12}",
+        f"{'-' * width}  {'-' * 10}  {'-' * 10}  {'-' * 12}",
+    ]
+    lines += [f"{name:<{width}}  {_fmt(a):>10}  {_fmt(b):>10}  {_fmt(r):>12}" for name, a, b, r in rows]
+    lines += [
+        "",
+        f"gangs placed by both: {cmp_['gangs_both_placed']}; CP-SAT used fewer nodes for {cmp_['cpsat_fewer_nodes']}, "
+        f"more for {cmp_['cpsat_more_nodes']}, as many for {cmp_['same_nodes']} "
+        f"(nodes saved by CP-SAT over those gangs: {cmp_['nodes_saved_total']:+d}); "
+        f"placed by CP-SAT only: {cmp_['only_cpsat_placed']}, by greedy only: {cmp_['only_greedy_placed']}",
+        "(times are medians and nearest-rank p99 over the repeats, measured with time.perf_counter; the two solvers "
+        "run in the same process, alternating which goes first)",
+    ]
+    return "\n".join(lines)
+
+
+def profile_cycle(wl: Workload, solver: str, top: int, out: str | None) -> str:
+    """cProfile of one snapshot build plus one cycle; the top functions by cumulative and by own time."""
+    cfg = config_for(solver)
+    gc.collect()
+    prof = cProfile.Profile()
+    snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
+    prof.enable()
+    run_cycle(snap, cfg)
+    prof.disable()
+    if out:
+        prof.dump_stats(out)
+    buf = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        buf.write(f"--- one {solver} cycle, top {top} by {key} ---\n")
+        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(key).print_stats(top)
+    return buf.getvalue()
+
+
+# ============================================================================================== main
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_allocate",
+                                description="One allocate cycle, CP-SAT against greedy gang placement, side by side.")
+    p.add_argument("--nodes", type=int, default=1000, help="GPU nodes of 8 GPUs (default 1000)")
+    p.add_argument("--pods", type=int, default=10_000, help="pending pods (default 10000)")
+    p.add_argument("--queues", type=int, default=50,
+                   help=f"queues in all, in 3 levels (default 50: 2 departments, 8 teams, 40 projects; "
+                        f"at least {MIN_QUEUES})")
+    p.add_argument("--repeat", type=int, default=5, help="measured runs per solver (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    p.add_argument("--profile", choices=SOLVERS,
+                   help="instead of timing, profile one cycle of this solver with cProfile and print the top functions")
+    p.add_argument("--profile-top", type=int, default=15, help="functions to list per ordering (default 15)")
+    p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats data to FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.profile:
+            wl = build_workload(args.nodes, args.pods, args.queues, args.seed)
+            print(profile_cycle(wl, args.profile, args.profile_top, args.profile_out))
+            return 0
+        report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet)
+    except ValueError as err:
+        print(f"bench_allocate: {err}", file=sys.stderr)
+        return 2
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Smoke test of benchmarks/bench_allocate.py on a tiny cluster: it runs, and its report is complete.
+
+Nothing here looks at how long anything took (DESIGN section 5: benchmarks never fail on time).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ is not an installed package
+
+from benchmarks import bench_allocate as bench  # noqa: E402
+
+TINY = ["--nodes", "20", "--pods", "200", "--queues", "50", "--repeat", "1", "--seed", "3", "--quiet"]
+
+SOLVER_KEYS = {
+    "snapshot_s", "cycle_s", "cycle_cpu_s", "solver_s", "gpus_allocated", "pods_bound", "jobs_bound", "jobs_pending",
+    "gangs_placed", "gang_nodes_mean", "gang_nodes_max", "topology_gangs_placed", "topology_gang_racks_mean",
+    "gangs_cpsat", "quality_stable",
+}
+RATIO_KEYS = {"snapshot_median", "cycle_median", "cycle_p99", "gpus_allocated", "pods_bound", "gangs_placed",
+              "gang_nodes_mean", "gang_nodes_max", "topology_gang_racks_mean"}
+COMPARISON_KEYS = {"gangs_both_placed", "cpsat_fewer_nodes", "cpsat_more_nodes", "same_nodes", "nodes_saved_total",
+                   "only_cpsat_placed", "only_greedy_placed", "per_gang_nodes"}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "report.json"
+    assert bench.main([*TINY, "--json", str(out)]) == 0
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return data
+
+
+def test_report_has_every_key(report: dict[str, Any]) -> None:
+    assert {"benchmark", "args", "machine", "workload", "results", "ratios", "comparison"} <= set(report)
+    assert set(report["results"]) == {"cpsat", "greedy"}
+    for solver in ("cpsat", "greedy"):
+        res = report["results"][solver]
+        assert set(res) >= SOLVER_KEYS, SOLVER_KEYS - set(res)
+        for timing in ("snapshot_s", "cycle_s", "cycle_cpu_s", "solver_s"):
+            assert {"median", "p99", "runs"} <= set(res[timing])
+            assert len(res[timing]["runs"]) == 1
+    assert set(report["ratios"]) >= RATIO_KEYS
+    assert set(report["comparison"]) >= COMPARISON_KEYS
+    assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3}
+
+
+def test_every_solver_binds_pods(report: dict[str, Any]) -> None:
+    for solver in ("cpsat", "greedy"):
+        res = report["results"][solver]
+        assert res["pods_bound"] > 0
+        assert res["jobs_bound"] > 0
+        assert res["gpus_allocated"] > 0
+    assert report["results"]["greedy"]["gangs_cpsat"] == 0  # the greedy path never calls the solver
+
+
+def test_workload_matches_the_arguments(report: dict[str, Any]) -> None:
+    wl = report["workload"]
+    assert wl["nodes"] == 20
+    assert wl["gpus"] == 20 * bench.GPUS_PER_NODE
+    assert wl["queues"] == 50
+    assert wl["leaf_queues"] == 40
+    assert wl["pending_pods"] == 200
+    assert wl["single_pods"] + wl["fractional_pods"] + wl["gang_pods"] == 200
+    assert wl["gangs"] > 0
+    assert wl["background_pods"] > 0
+
+
+def test_workload_is_deterministic() -> None:
+    a = bench.build_workload(nodes=12, pods=80, queues=20, seed=5)
+    b = bench.build_workload(nodes=12, pods=80, queues=20, seed=5)
+    assert a.objects == b.objects
+    assert a.gangs == b.gangs
+    assert bench.build_workload(nodes=12, pods=80, queues=20, seed=6).objects != a.objects
+
+
+def test_text_report_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--nodes", "8", "--pods", "40", "--repeat", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "cpsat/greedy" in out
+    assert "allocate cycle, median (s)" in out
+    assert bench.main(["--queues", "5", "--quiet"]) == 2
+    assert "at least" in capsys.readouterr().err
+
+
+def test_profile_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--nodes", "8", "--pods", "40", "--profile", "cpsat", "--profile-top", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "by cumulative" in out
+    assert "by tottime" in out
