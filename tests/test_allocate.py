@@ -53,7 +53,22 @@ def test_cpsat_packs_gang_on_fewer_nodes_than_greedy() -> None:
     cpsat = cycle(objs, gangSolver="cpsat")
     assert len(set(where(greedy).values())) == 4  # binpack fills the tightest nodes first
     assert set(where(cpsat).values()) == {"free"}
-    assert cpsat.stats.gangs_cpsat == 1 and greedy.stats.gangs_cpsat == 0
+    assert cpsat.stats.gangs_improved == 1 and greedy.stats.gangs_improved == 0
+
+
+def test_cpsat_solver_packs_across_nodes() -> None:
+    # 6 one-GPU pods; free GPUs: four nodes with 1, two nodes with 3 -> best is the two 3-free nodes
+    objs: list[Obj] = [queue("q"), queue("other")]
+    for i in range(4):
+        objs += [node(f"one{i}", gpus=2), pod(f"f{i}", gpus=1, node_name=f"one{i}", queue="other")]
+    for i in range(2):
+        objs += [node(f"three{i}", gpus=4), pod(f"t{i}", gpus=1, node_name=f"three{i}", queue="other")]
+    objs += gang("g", "q", 6)
+    greedy = cycle(objs, gangSolver="greedy")
+    cpsat = cycle(objs, gangSolver="cpsat")
+    assert len(set(where(greedy).values())) == 5
+    assert set(where(cpsat).values()) == {"three0", "three1"}
+    assert cpsat.stats.gangs_cpsat == 1 and cpsat.stats.solves == 1
 
 
 def test_cpsat_places_gang_greedy_cannot() -> None:

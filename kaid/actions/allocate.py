@@ -19,9 +19,13 @@ from kaid.placement.index import NodeIndex
 class AllocateStats:
     jobs_placed: int = 0
     pods_placed: int = 0
-    gangs_cpsat: int = 0
+    gangs_cpsat: int = 0  # gangs placed by the solver
+    gangs_improved: int = 0  # gangs placed better than the greedy plan (solver or single-node bound)
+    solves: int = 0
     solver_s: float = 0.0
     gang_nodes: list[int] = field(default_factory=list)  # nodes each placed gang spans
+    # for each placed gang: (nodes the greedy plan would have used in the same state or None, nodes used)
+    gang_vs_greedy: list[tuple[int | None, int]] = field(default_factory=list)
     gang_domains: list[int] = field(default_factory=list)
 
 
@@ -162,6 +166,7 @@ def _place(session: Session, job: Job, batch: list[Pod], spread: bool, cfg: Sche
         plan = gang.place(batch, index, spread, topo, cfg.placement.gangSolver,
                           cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers)
         stats.solver_s += plan.solver_s
+        stats.solves += plan.solves
         if plan.placements:
             cp = session.checkpoint()
             try:
@@ -174,8 +179,11 @@ def _place(session: Session, job: Job, batch: list[Pod], spread: bool, cfg: Sche
             stats.jobs_placed += 1
             if plan.method == "cpsat":
                 stats.gangs_cpsat += 1
+            if plan.method != "greedy":
+                stats.gangs_improved += 1
             if len(batch) > 1:
                 stats.gang_nodes.append(plan.nodes_used)
+                stats.gang_vs_greedy.append((plan.greedy_nodes, plan.nodes_used))
                 if topo and (topo.preferred or topo.required):
                     label = topo.preferred or topo.required or ""
                     stats.gang_domains.append(len({n.labels.get(label) for _, n, _ in plan.placements}))

@@ -1,5 +1,10 @@
 """Placing a gang: every pod at once or none, greedy first and CP-SAT where the greedy plan fails or
-spreads the gang over more nodes or topology domains than it needs."""
+spreads the gang over more nodes or topology domains than it needs.
+
+Cheap bounds keep the solver for the cases where it pays: per-node capacity for the gang's pod shape
+(one pass over the nodes) gives a feasibility check and a lower bound on the nodes needed, and a
+preferred topology level is tried domain by domain (best fit first) before the whole region.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from dataclasses import dataclass, field
 from kaid.model.objects import Node, Pod
 from kaid.placement.cpsat import solve_gang
 from kaid.placement.index import Devices, NodeIndex
+
+Placements = list[tuple[Pod, Node, Devices]]
 
 
 @dataclass(slots=True)
@@ -21,11 +28,13 @@ class Topo:
 
 @dataclass(slots=True)
 class GangPlan:
-    placements: list[tuple[Pod, Node, Devices]] = field(default_factory=list)
-    method: str = "greedy"  # greedy | cpsat
+    placements: Placements = field(default_factory=list)
+    method: str = "greedy"  # greedy | single-node (the bound says one node, the tightest is taken) | cpsat
     placed_max: int = 0  # the most pods any attempt placed (for "gang: needs N, placeable M")
     solver_s: float = 0.0
+    solves: int = 0
     topology_failed: bool = False
+    greedy_nodes: int | None = None  # nodes the greedy plan used in the same cluster state, if it had one
 
     @property
     def nodes_used(self) -> int:
@@ -37,9 +46,9 @@ def _order(pods: list[Pod]) -> list[Pod]:
 
 
 def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray | None) -> tuple[
-        list[tuple[Pod, Node, Devices]] | None, int]:
+        Placements | None, int]:
     """Place pods one by one with the strategy; undo the tentative changes and return the plan."""
-    plan: list[tuple[Pod, Node, Devices]] = []
+    plan: Placements = []
     ok = True
     for pod in pods:
         choice = index.best_node(pod, spread, allowed)
@@ -55,21 +64,32 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
     return (plan if ok else None), placed
 
 
-def min_nodes(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> int:
-    """A lower bound on the nodes a gang needs: by GPUs for GPU gangs, by pods per node otherwise."""
-    gpus = sum(p.gpu_whole for p in pods)
-    mask = index.static_mask(pods[0])
-    if gpus:
-        free = sorted((n.idle for n in index.nodes if mask[n.index] and (allowed is None or allowed[n.index])),
-                      reverse=True)
-        need, count = gpus, 0
-        for f in free:
-            if need <= 0:
-                break
-            need -= f
-            count += 1
-        return max(1, count)
-    return 1
+def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tuple[Node, int]]:
+    """(node, how many pods of this shape it can take now) for every node that can take one."""
+    mask = index.static_mask(pod)
+    out = []
+    for n in index.nodes:
+        if not mask[n.index] or (allowed is not None and not allowed[n.index]):
+            continue
+        cap = n.alloc_pods - n.used_pods
+        if pod.gpu_whole:
+            cap = min(cap, n.idle // pod.gpu_whole)
+        if pod.cpu:
+            cap = min(cap, (n.alloc_cpu - n.used_cpu) // pod.cpu)
+        if pod.mem:
+            cap = min(cap, (n.alloc_mem - n.used_mem) // pod.mem)
+        if cap > 0:
+            out.append((n, cap))
+    return out
+
+
+def lower_bound(caps: list[tuple[Node, int]], need: int) -> int | None:
+    """The fewest nodes that could hold ``need`` pods, or None when all of them together cannot."""
+    for count, c in enumerate(sorted((c for _, c in caps), reverse=True), start=1):
+        need -= c
+        if need <= 0:
+            return count
+    return None
 
 
 def _domains(index: NodeIndex, key: str, allowed: bytearray | None) -> dict[str, bytearray]:
@@ -81,11 +101,10 @@ def _domains(index: NodeIndex, key: str, allowed: bytearray | None) -> dict[str,
     return dict(out)
 
 
-def _domain_order(index: NodeIndex, domains: dict[str, bytearray], spread: bool) -> list[str]:
-    def idle(d: str) -> int:
-        mask = domains[d]
-        return sum(n.idle for n in index.nodes if mask[n.index])
-    return sorted(domains, key=lambda d: ((-idle(d)) if spread else idle(d), d))
+def _homogeneous(pods: list[Pod]) -> bool:
+    first = pods[0]
+    return all((p.gpu_whole, p.cpu, p.mem, p.sig, p.frac_devices) ==
+               (first.gpu_whole, first.cpu, first.mem, first.sig, first.frac_devices) for p in pods)
 
 
 def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
@@ -93,71 +112,116 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
     """Find a placement for all of ``pods`` or report how far it got."""
     pods = _order(pods)
     result = GangPlan()
-    whole_only = all(not p.frac_devices for p in pods)
     regions: list[bytearray | None] = [None]
     if topo and topo.required:
         doms = _domains(index, topo.required, None)
-        regions = [doms[d] for d in _domain_order(index, doms, spread)]
-        if not regions:
+        if not doms:
             result.topology_failed = True
             return result
-    best: list[tuple[Pod, Node, Devices]] | None = None
+        regions = [doms[d] for d in _best_fit(pods, index, doms, spread)]
     for region in regions:
-        plan, placed = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result)
-        result.placed_max = max(result.placed_max, placed)
+        plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result)
         if plan is not None:
-            best = plan
-            break
-    if best is None:
-        if topo and topo.required and len(regions) > 0:
-            # would it fit ignoring the required domain? then topology is the reason
-            plain, _ = greedy(pods, index, spread, None)
-            result.topology_failed = plain is not None
-        return result
-    result.placements = best
-    if not whole_only:
-        result.method = "greedy"
+            result.placements = plan
+            return result
+    if topo and topo.required:
+        # would it fit ignoring the required domain? then topology is the reason
+        plain, _ = greedy(pods, index, spread, None)
+        result.topology_failed = plain is not None
     return result
 
 
+def _best_fit(pods: list[Pod], index: NodeIndex, doms: dict[str, bytearray], spread: bool) -> list[str]:
+    """Domains that could hold the whole gang, tightest first (most room first when spreading)."""
+    need = len(pods)
+    if _homogeneous(pods) and not pods[0].frac_devices:
+        per: dict[str, int] = defaultdict(int)
+        rev = {}
+        for name, mask in doms.items():
+            for i, v in enumerate(mask):
+                if v:
+                    rev[i] = name
+        for n, c in node_caps(pods[0], index, None):
+            d = rev.get(n.index)
+            if d is not None:
+                per[d] += c
+        fitting = [d for d in doms if per[d] >= need]
+        return sorted(fitting, key=lambda d: (-per[d] if spread else per[d], d))
+    idle: dict[str, int] = defaultdict(int)
+    for name, mask in doms.items():
+        idle[name] = sum(n.idle for n in index.nodes if mask[n.index])
+    return sorted(doms, key=lambda d: (-idle[d] if spread else idle[d], d))
+
+
 def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
-              time_limit: float, workers: int, region: bytearray | None,
-              result: GangPlan) -> tuple[list[tuple[Pod, Node, Devices]] | None, int]:
+              time_limit: float, workers: int, region: bytearray | None, result: GangPlan) -> Placements | None:
+    need = len(pods)
+    homogeneous = _homogeneous(pods) and not pods[0].frac_devices
+    caps = node_caps(pods[0], index, region) if homogeneous else None
+    if caps is not None and lower_bound(caps, need) is None:
+        result.placed_max = max(result.placed_max, min(need, sum(c for _, c in caps)))
+        return None  # not even the free capacity of every node together would do
+    use_solver = solver == "cpsat" and not spread and all(not p.frac_devices for p in pods) and need > 1
     preferred = topo.preferred if topo else None
-    plan: list[tuple[Pod, Node, Devices]] | None = None
-    placed = 0
     if preferred:
         doms = _domains(index, preferred, region)
-        for d in _domain_order(index, doms, spread):
-            plan, p = greedy(pods, index, spread, doms[d])
-            placed = max(placed, p)
+        for d in _best_fit(pods, index, doms, spread):
+            plan = _improve(pods, index, spread, doms[d], use_solver, time_limit, workers, result)
             if plan is not None:
-                break
-    if plan is None:
-        plan, p = greedy(pods, index, spread, region)
-        placed = max(placed, p)
-    whole_only = all(not p.frac_devices for p in pods)
-    if solver != "cpsat" or not whole_only or len(pods) < 2 or spread:
-        return plan, (len(pods) if plan else placed)
-    poor = plan is None
+                return plan
+    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred)
+
+
+def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray | None, use_solver: bool,
+             time_limit: float, workers: int, result: GangPlan, preferred: str | None = None) -> Placements | None:
+    """Greedy in the region; CP-SAT when greedy fails or uses more nodes (or domains) than needed."""
+    plan, placed = greedy(pods, index, spread, region)
+    result.placed_max = max(result.placed_max, placed)
     if plan is not None:
-        nodes = len({n.name for _, n, _ in plan})
-        poor = nodes > min_nodes(pods, index, region)
+        result.greedy_nodes = len({n.name for _, n, _ in plan})
+    if not use_solver:
+        return plan
+    homogeneous = _homogeneous(pods)
+    caps = node_caps(pods[0], index, region) if homogeneous else None
+    if plan is not None:
+        used = len({n.name for _, n, _ in plan})
+        bound = lower_bound(caps, len(pods)) if caps is not None else _gpu_bound(pods, index, region)
+        poor = bound is not None and used > bound
         if preferred and not poor:
             poor = len({n.labels.get(preferred) for _, n, _ in plan}) > 1
-    if not poor:
-        return plan, len(pods)
+        if not poor:
+            return plan
+        if caps is not None and bound == 1:
+            # one node holds the whole gang: the tightest such node is optimal, no search needed
+            best = min((c for c in caps if c[1] >= len(pods)), key=lambda c: (c[0].idle, c[0].name))
+            single = _realise([(p, best[0]) for p in pods], index)
+            if single is not None:
+                result.method = "single-node"
+                return single
+            return plan
     hint = [(p, n) for p, n, _ in plan] if plan else None
     sol, stats = solve_gang(pods, index, region, None, preferred, hint, time_limit, workers)
     result.solver_s += stats.wall_s
+    result.solves += 1
     if sol is None:
-        return plan, (len(pods) if plan else placed)
-    better = plan is None or len({n.name for _, n in sol}) < len({n.name for _, n, _ in plan}) or (
-        preferred is not None and len({n.labels.get(preferred) for _, n in sol}) <
-        len({n.labels.get(preferred) for _, n, _ in plan}))
-    if not better:
-        return plan, len(pods)
-    out: list[tuple[Pod, Node, Devices]] = []
+        return plan
+    if plan is not None:
+        old_nodes = len({n.name for _, n, _ in plan})
+        new_nodes = len({n.name for _, n in sol})
+        better = new_nodes < old_nodes or (preferred is not None and len({n.labels.get(preferred) for _, n in sol})
+                                           < len({n.labels.get(preferred) for _, n, _ in plan}))
+        if not better:
+            return plan
+    out = _realise(sol, index)
+    if out is None:
+        return plan
+    result.method = "cpsat"
+    return out
+
+
+def _realise(sol: list[tuple[Pod, Node]], index: NodeIndex) -> Placements | None:
+    """Choose devices for a node-level solution; None if a pod does not fit after all."""
+    out: Placements = []
     ok = True
     for pod, node in sol:
         devs = index.devices_for(node, pod)
@@ -168,7 +232,20 @@ def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None
         out.append((pod, node, devs))
     for pod, node, devs in reversed(out):
         index.release(node, pod, devs, planning=True)
-    if not ok:
-        return plan, (len(pods) if plan else placed)
-    result.method = "cpsat"
-    return out, len(pods)
+    return out if ok else None
+
+
+def _gpu_bound(pods: list[Pod], index: NodeIndex, region: bytearray | None) -> int | None:
+    gpus = sum(p.gpu_whole for p in pods)
+    if not gpus:
+        return 1
+    mask = index.static_mask(pods[0])
+    free = sorted((n.idle for n in index.nodes if mask[n.index] and (region is None or region[n.index])),
+                  reverse=True)
+    count = 0
+    for f in free:
+        if gpus <= 0:
+            break
+        gpus -= f
+        count += 1
+    return count if gpus <= 0 else None
