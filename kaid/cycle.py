@@ -1,4 +1,8 @@
-"""One scheduling cycle: a Snapshot in, Decisions out. Pure: no client calls, no clock reads."""
+"""One scheduling cycle: a Snapshot in, Decisions out. Pure: no client calls, no clock reads.
+
+Actions run in a fixed order (DESIGN section 3): allocate, consolidate, reclaim, preempt, stale-gang;
+the config enables or disables each. Every action works on the same Session of tentative operations.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaid.actions.allocate import AllocateStats, allocate
+from kaid.actions.consolidate import consolidate
+from kaid.actions.evictions import EvictionStats, preempt, reclaim
 from kaid.actions.session import Session
+from kaid.actions.stale import stale_gangs
 from kaid.api.config import SchedulerConfig
 from kaid.fairshare import compute_fair_share, queue_rows
-from kaid.model.objects import ObjectProblem, Reason, Snapshot
+from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
 from kaid.placement.index import NodeIndex
 
 
@@ -23,6 +30,7 @@ class Bind:
     gpu_group: str | None
     gpu_milli: int
     action: str = "allocate"
+    by: str | None = None
 
 
 @dataclass(slots=True)
@@ -44,7 +52,39 @@ class Decisions:
     warnings: dict[str, list[Reason]] = field(default_factory=dict)
     queues: list[dict[str, Any]] = field(default_factory=list)
     problems: list[ObjectProblem] = field(default_factory=list)
+    stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
+    stale_pods: dict[str, list[str]] = field(default_factory=dict)  # job key -> its pods, for jobs in ``stale``
     stats: AllocateStats = field(default_factory=AllocateStats)
+    victims: EvictionStats = field(default_factory=EvictionStats)
+
+
+def _overcommitted(node: Node) -> bool:
+    return (node.used_cpu > node.alloc_cpu or node.used_mem > node.alloc_mem or node.used_pods > node.alloc_pods
+            or any(u > 1000 for u in node.dev_used))
+
+
+def ready_pipelined(snap: Snapshot) -> list[Pod]:
+    """Pipelined pods whose victims are gone: bound now, a whole job at a time."""
+    ready: list[Pod] = []
+    for job in snap.jobs.values():
+        waiting = [p for p in job.pods if p.status == "Pipelined"]
+        if not waiting:
+            continue
+        if any(snap.node_by_name.get(p.node or "") is None for p in waiting):
+            for p in waiting:  # the node is gone: place the pods again
+                if snap.node_by_name.get(p.node or "") is None:
+                    p.status, p.node = "Pending", None
+            continue
+        if all(not _overcommitted(snap.node_by_name[p.node or ""]) for p in waiting):
+            ready.extend(waiting)
+    return ready
+
+
+def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
+    job = pod.job
+    assert job is not None
+    return Bind(pod.key, node.name, job.key, job.queue, pod.devices, pod.gpu_group if pod.frac_devices else None,
+                pod.gpu_milli_on(node), action, by)
 
 
 def run_cycle(snap: Snapshot, cfg: SchedulerConfig) -> Decisions:
@@ -53,15 +93,29 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig) -> Decisions:
     index = NodeIndex(snap.nodes)
     session = Session(snap, index)
     reasons: dict[str, list[Reason]] = {}
-    stats = AllocateStats()
+    out = Decisions(problems=list(snap.problems))
+    for pod in ready_pipelined(snap):
+        out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or "allocate", None))
     if "allocate" in cfg.actions:
-        stats = allocate(session, cfg, reasons)
-    out = Decisions(stats=stats, problems=list(snap.problems))
-    for op in session.allocations():
-        pod, job = op.pod, op.pod.job
-        assert job is not None
-        out.binds.append(Bind(pod.key, op.node.name, job.key, job.queue, op.devices,
-                              pod.gpu_group if pod.frac_devices else None, pod.gpu_milli_on(op.node), op.action))
+        out.stats = allocate(session, cfg, reasons)
+    if "consolidate" in cfg.actions and cfg.maxConsolidationMoves > 0:
+        consolidate(session, cfg, reasons, out.victims)
+    if "reclaim" in cfg.actions:
+        reclaim(session, cfg, reasons, out.victims)
+    if "preempt" in cfg.actions:
+        preempt(session, cfg, reasons, out.victims)
+    if "stale-gang" in cfg.actions:
+        stale_gangs(session, cfg, out.stale)
+        out.stale_pods = {k: [p.key for p in snap.jobs[k].pods] for k in out.stale}
+    for op in session.ops:
+        if op.kind == "allocate":
+            out.binds.append(_bind(op.pod, op.node, op.action, op.by))
+        elif op.kind == "pipeline":
+            out.pipelined.append(_bind(op.pod, op.node, op.action, op.by))
+        elif op.kind == "evict":
+            job = op.pod.job
+            out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
+                                          op.message))
     for job in snap.jobs.values():
         if job.warnings:
             out.warnings[job.key] = list(job.warnings)
@@ -69,11 +123,10 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig) -> Decisions:
             continue
         why = list(job.errors) + reasons.get(job.key, [])
         if not why:
-            placed = sum(1 for p in job.pods if p.status == "Allocated")
+            placed = sum(1 for p in job.pods if p.status in ("Allocated", "Pipelined"))
             why = [Reason("NotPlacedThisCycle",
                           f"{placed} of {len(job.pods)} pods were placed this cycle; the rest wait for the next")]
         out.pending[job.key] = why + list(job.warnings)
-    # queue rows with allocations after this cycle's decisions
     after = {row["name"]: row for row in queue_rows(snap)}
     for row in fair_rows:
         row["allocatedAfter"] = after[row["name"]]["allocated"]

@@ -12,8 +12,8 @@ from tests.objects import node, pod, podgroup, queue
 Obj = dict[str, Any]
 
 
-def cycle(objs: list[Obj], **placement: Any) -> Decisions:
-    cfg = SchedulerConfig.model_validate({"placement": placement})
+def cycle(objs: list[Obj], actions: tuple[str, ...] = ("allocate",), **placement: Any) -> Decisions:
+    cfg = SchedulerConfig.model_validate({"placement": placement, "actions": actions})
     return run_cycle(build_snapshot(objs, cfg, 0.0), cfg)
 
 

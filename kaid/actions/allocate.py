@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kaid.actions.limits import limit_violation
+from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.session import Session, job_request, ref_node
 from kaid.api.config import SchedulerConfig
 from kaid.model.objects import CPU, GPU, MEM, Job, Pod, Queue, Reason
@@ -30,7 +30,15 @@ class AllocateStats:
 
 
 def dominant_share(q: Queue) -> float:
-    return max((q.allocated[r] + 1e-9) / (q.fair[r] + 1e-9) for r in (GPU, CPU, MEM))
+    """The largest allocated / fair-share ratio over the resources; a resource with no fair share counts
+    only when the queue holds some of it anyway (then it is infinitely over)."""
+    share = 0.0
+    for r in (GPU, CPU, MEM):
+        if q.fair[r] > 0:
+            share = max(share, q.allocated[r] / q.fair[r])
+        elif q.allocated[r] > 0:
+            return float("inf")
+    return share
 
 
 def queue_key(q: Queue) -> tuple[int, int, float, str]:
@@ -127,7 +135,7 @@ def allocate(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[Rea
             order.done(q)
             continue
         spread = spread_gpu if any(p.gpu_whole or p.frac_devices for p in batch) else spread_cpu
-        ok = _place(session, job, batch, spread, cfg, reasons, failed, stats)
+        ok = _place(session, job, q, batch, spread, cfg, reasons, failed, stats)
         if ok and len(pending) > len(batch):
             jobs.appendleft(job)  # elastic pods: one at a time, the queue re-enters the order
         else:
@@ -141,7 +149,20 @@ def _shape_key(p: Pod, n: int) -> tuple[object, ...]:
     return (p.sig, p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.frac_devices, p.cpu, p.mem, n)
 
 
-def _place(session: Session, job: Job, batch: list[Pod], spread: bool, cfg: SchedulerConfig,
+def _domain_of_running(job: Job, session: Session) -> bytearray | None:
+    """For a job with a required topology level that already runs: the nodes of its domain."""
+    if not job.required_level:
+        return None
+    running = [p for p in job.pods if (p.active or p.status == "Allocated") and p.node]
+    if not running:
+        return None
+    node = session.snap.node_by_name.get(running[0].node or "")
+    value = node.labels.get(job.required_level) if node else None
+    return bytearray(1 if value is not None and n.labels.get(job.required_level) == value else 0
+                     for n in session.index.nodes)
+
+
+def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: bool, cfg: SchedulerConfig,
            reasons: dict[str, list[Reason]], failed: dict[tuple[object, ...], tuple[int, list[Reason]]],
            stats: AllocateStats) -> bool:
     index = session.index
@@ -155,6 +176,10 @@ def _place(session: Session, job: Job, batch: list[Pod], spread: bool, cfg: Sche
     if len(batch) == 1 and job.topology is None:
         pod = batch[0]
         choice = index.best_node(pod, spread)
+        over = charged_violation(queue, job, [(pod, choice[0], choice[1])]) if choice is not None else None
+        if over is not None:
+            reasons[job.key] = [over]
+            return False
         if choice is not None:
             session.allocate(pod, choice[0], choice[1])
             stats.pods_placed += 1
@@ -164,9 +189,14 @@ def _place(session: Session, job: Job, batch: list[Pod], spread: bool, cfg: Sche
     else:
         topo = topo_of(job, session)
         plan = gang.place(batch, index, spread, topo, cfg.placement.gangSolver,
-                          cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers)
+                          cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers,
+                          within=_domain_of_running(job, session))
         stats.solver_s += plan.solver_s
         stats.solves += plan.solves
+        over = charged_violation(queue, job, plan.placements) if plan.placements else None
+        if over is not None:
+            reasons[job.key] = [over]
+            return False
         if plan.placements:
             cp = session.checkpoint()
             try:

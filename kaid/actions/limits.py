@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kaid.model.objects import RESOURCES, UNLIMITED, Job, Queue, Reason
+from kaid.model.objects import RESOURCES, UNLIMITED, Job, Node, Pod, Queue, Reason
 
 _FLAG = {"gpu": "--gpu-limit", "cpu": "--cpu-limit", "memory": "--memory-limit"}
 
@@ -55,3 +55,13 @@ def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason
                         {"queue": anc.name, "resource": name, "quota": _user(r, quota),
                          "allocatedNonPreemptible": _user(r, anc.alloc_np[r]), "requested": _user(r, req[r])})
     return None
+
+
+def charged_violation(queue: Queue, job: Job, placements: list[tuple[Pod, Node, tuple[int, ...]]]) -> Reason | None:
+    """The limit check again with what the pods cost on the nodes they landed on (a gpu-memory request is a
+    larger share of a smaller GPU than of the reference GPU the first check used)."""
+    if not any(p.gpu_mem_mib for p, _, _ in placements):
+        return None
+    vec = (sum(p.gpu_milli_on(n) for p, n, _ in placements), sum(p.cpu for p, _, _ in placements),
+           sum(p.mem for p, _, _ in placements))
+    return limit_violation(queue, vec, job)

@@ -62,16 +62,46 @@ class Session:
             pod.gpu_group = node.dev_group[devices[0]]
         self.ops.append(op)
 
+    def pipeline(self, pod: Pod, node: Node, devices: Devices, action: str, by: str | None) -> None:
+        """Place a pod onto resources that evictions in this session are freeing; it is bound once the
+        victims are gone, and the resources stay reserved for it until then."""
+        op = Op("pipeline", pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
+                prev_devices=pod.devices)
+        self.index.assign(node, pod, devices)
+        self._charge(pod, node, +1)
+        pod.status = "Pipelined"
+        pod.node = node.name
+        pod.devices = devices
+        if pod.frac_devices and devices:
+            pod.gpu_group = node.dev_group[devices[0]]
+        self.ops.append(op)
+
+    def evict(self, pod: Pod, action: str, by: str | None, message: str) -> None:
+        """Evict a running pod: its resources are free for this session's later placements."""
+        node = self.snap.node_by_name[pod.node or ""]
+        op = Op("evict", pod, node, pod.devices, action, by=by, message=message, prev_status=pod.status,
+                prev_node=pod.node, prev_devices=pod.devices)
+        self.index.release(node, pod, pod.devices, planning=True)
+        self._charge(pod, node, -1)
+        pod.status = "Evicted"
+        self.ops.append(op)
+
     def rollback(self, checkpoint: int) -> None:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
-            if op.kind == "allocate":
+            if op.kind in ("allocate", "pipeline"):
                 self.index.release(op.node, op.pod, op.devices, planning=True)
                 self._charge(op.pod, op.node, -1)
-                op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
+            elif op.kind == "evict":
+                self.index.assign(op.node, op.pod, op.devices)
+                self._charge(op.pod, op.node, +1)
+            op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
 
     def allocations(self) -> list[Op]:
         return [op for op in self.ops if op.kind == "allocate"]
+
+    def of_kind(self, kind: str) -> list[Op]:
+        return [op for op in self.ops if op.kind == kind]
 
 
 def job_request(pods: list[Pod], ref: Node | None) -> tuple[int, int, int]:

@@ -51,6 +51,14 @@ GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
 # Written by kai when it binds a shared-GPU pod: the device indexes it got on its node.
 GPU_DEVICES_ANNOTATION: Final = "kai.scheduler/gpu-devices"
 
+# Written by kai on a pending pod placed onto resources that evictions are freeing (status Pipelined):
+# the node it is reserved on. It is bound there once the victims are gone.
+PIPELINED_NODE_ANNOTATION: Final = "kai.scheduler/pipelined-node"
+# ... and the action that pipelined it (reclaim, preempt, consolidate), reported when it is bound.
+PIPELINED_ACTION_ANNOTATION: Final = "kai.scheduler/pipelined-action"
+# Written by kai on a PodGroup when its running pods fall below minMember (RFC 3339 time).
+STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
+
 # Topology.
 TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED_ANNOTATION: Final = "kai.scheduler/topology-required-placement"

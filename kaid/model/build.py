@@ -248,17 +248,28 @@ def _occupy(node: Node, pod: Pod) -> None:
     node.used_cpu += pod.cpu
     node.used_mem += pod.mem
     node.used_pods += 1
-    if pod.gpu_whole:
-        wanted = [d for d in pod.devices if 0 <= d < node.gpus and node.dev_used[d] == 0]
+    if pod.gpu_whole and node.gpus:
+        # the devices it recorded first (even if another pod holds them: an over-committed node shows as
+        # a device above 1000), then idle ones, then any: the total is never lost
+        wanted = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus][: pod.gpu_whole]
         for d in range(node.gpus):
             if len(wanted) >= pod.gpu_whole:
                 break
             if node.dev_used[d] == 0 and d not in wanted:
                 wanted.append(d)
-        wanted = wanted[: pod.gpu_whole]
+        for d in range(node.gpus):
+            if len(wanted) >= pod.gpu_whole:
+                break
+            if d not in wanted:
+                wanted.append(d)
+        k = 0
+        while len(wanted) < pod.gpu_whole:
+            wanted.append(k % node.gpus)
+            k += 1
         for d in wanted:
-            node.dev_used[d] = 1000
-            node.idle -= 1
+            if node.dev_used[d] == 0:
+                node.idle -= 1
+            node.dev_used[d] += 1000
         pod.devices = tuple(wanted)
     elif pod.frac_devices:
         share = min(1000, pod.gpu_milli_on(node) // pod.frac_devices)
@@ -474,8 +485,16 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
             continue  # another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
         pod = read_pod(obj, pod_problems)
+        pipelined = _annotations(obj).get(c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
+        if pipelined and not pod.releasing:
+            pod.node = pipelined
         node = node_by_name.get(pod.node) if pod.node else None
-        if pod.node:
+        if pipelined and pod.node:
+            pod.status = "Pipelined"
+            pod.pipeline_action = _annotations(obj).get(c.PIPELINED_ACTION_ANNOTATION, "")
+            if node is not None:
+                _occupy(node, pod)
+        elif pod.node:
             pod.status = "Releasing" if pod.releasing else ("Running" if pod.phase == "Running" else "Bound")
             if node is not None:
                 _occupy(node, pod)
@@ -491,6 +510,9 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
 
     for job in jobs.values():
         _finish_job(job, queues, pcs, topologies, inp)
+        if job.stale_since is None:  # jobs without a PodGroup object keep the mark on their pods
+            marks = [parse_time(_annotations(p.raw).get(c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
+            job.stale_since = max(marks, default=0.0) or None
     _check_min_member(jobs, inp)
     budgets = [_read_pdb(o) for o in inp.pdbs]
     snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems,
@@ -536,6 +558,7 @@ def _read_podgroup(obj: Obj, jobs: dict[str, Job], problems: list[ObjectProblem]
         job.preferred_level = spec.topologyConstraint.preferredTopologyLevel
     if spec.stalenessGracePeriod is not None:
         job.stale_grace = parse_duration(spec.stalenessGracePeriod)
+    job.stale_since = parse_time(_annotations(obj).get(c.STALE_SINCE_ANNOTATION)) or None
     jobs[job.key] = job
 
 

@@ -85,6 +85,7 @@ class Pod:
     __slots__ = (
         "affinity", "cpu", "created", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
         "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector", "phase",
+        "pipeline_action",
         "raw", "releasing", "sig", "started", "status", "tolerations", "uid",
     )
 
@@ -114,6 +115,7 @@ class Pod:
         self.created = 0.0
         self.started = 0.0
         self.sig = ""
+        self.pipeline_action = ""
         self.raw: dict[str, Any] | None = None
 
     @property
@@ -164,6 +166,7 @@ class Job:
         "request_milli",
         "required_level",
         "stale_grace",
+        "stale_since",
         "subgroups",
         "topology",
         "warnings",
@@ -188,6 +191,7 @@ class Job:
         self.required_level: str | None = None
         self.preferred_level: str | None = None
         self.stale_grace: float | None = None
+        self.stale_since: float | None = None
         self.subgroups: list[dict[str, Any]] = []
         self.explicit = False
         self.raw: dict[str, Any] | None = None

@@ -53,10 +53,12 @@ def fragmentation(pods: list[Pod], index: NodeIndex) -> Reason | None:
                           f"{pod.gpu_whole} free together (the largest free block is {largest}); consolidating "
                           "preemptible pods or waiting for running pods to finish would make room",
                           {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
-        if free >= need:
-            return Reason("Fragmentation", f"{free} GPUs are free in total but not on nodes that can hold all "
-                          f"{len(pods)} pods at once (largest free block {largest})",
-                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
+        blocks = sum(max(0, n.idle) // pod.gpu_whole for n in nodes)
+        if free >= need and len(pods) > 1 and blocks < len(pods):
+            return Reason("Fragmentation", f"{free} GPUs are free in total but in blocks that fit only {blocks} of "
+                          f"the {len(pods)} pods of {pod.gpu_whole} GPUs (largest free block {largest})",
+                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole,
+                           "podsThatFit": blocks})
     elif pod.frac_devices and pod.gpu_frac:
         free_milli = sum(1000 - u for n in nodes for u in n.dev_used)
         best = max((1000 - u for n in nodes for u in n.dev_used), default=0)

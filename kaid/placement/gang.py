@@ -108,12 +108,15 @@ def _homogeneous(pods: list[Pod]) -> bool:
 
 
 def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
-          time_limit: float, workers: int = 1) -> GangPlan:
-    """Find a placement for all of ``pods`` or report how far it got."""
+          time_limit: float, workers: int = 1, within: bytearray | None = None) -> GangPlan:
+    """Find a placement for all of ``pods`` or report how far it got. ``within``: the nodes the job's
+    required domain is already fixed to (its running pods are there)."""
     pods = _order(pods)
     result = GangPlan()
     regions: list[bytearray | None] = [None]
-    if topo and topo.required:
+    if within is not None:
+        regions = [within]
+    elif topo and topo.required:
         doms = _domains(index, topo.required, None)
         if not doms:
             result.topology_failed = True
@@ -124,7 +127,7 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
         if plan is not None:
             result.placements = plan
             return result
-    if topo and topo.required:
+    if topo and topo.required and within is None:
         # would it fit ignoring the required domain? then topology is the reason
         plain, _ = greedy(pods, index, spread, None)
         result.topology_failed = plain is not None

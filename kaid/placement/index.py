@@ -51,14 +51,16 @@ class NodeIndex:
         node.used_pods += 1
         if pod.gpu_whole:
             for d in devices:
-                node.dev_used[d] = 1000
-            node.idle -= len(devices)
+                if node.dev_used[d] == 0:
+                    node.idle -= 1
+                node.dev_used[d] += 1000
         elif pod.frac_devices:
             share = pod.gpu_milli_on(node) // pod.frac_devices
             for d in devices:
                 if node.dev_used[d] == 0:
                     node.idle -= 1
-                    node.dev_group[d] = f"{node.name}-gpu{d}"
+                    if node.dev_group[d] is None:
+                        node.dev_group[d] = f"{node.name}-gpu{d}"
                 node.dev_used[d] += share
         self._moved(node, old)
 
@@ -70,8 +72,9 @@ class NodeIndex:
         node.used_pods -= 1
         if pod.gpu_whole:
             for d in devices:
-                node.dev_used[d] = 0
-            node.idle += len(devices)
+                node.dev_used[d] = max(0, node.dev_used[d] - 1000)
+                if node.dev_used[d] == 0:
+                    node.idle += 1
         elif pod.frac_devices:
             share = pod.gpu_milli_on(node) // pod.frac_devices
             for d in devices:

@@ -45,15 +45,18 @@ def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: 
         decisions = run_cycle(snap, cfg)
         for b in decisions.binds:
             result.actions.append({"cycle": cycle, "type": "bind", "pod": b.pod, "node": b.node,
-                                   "reason": b.action, "by": None})
-        for p in decisions.pipelined:
-            result.actions.append({"cycle": cycle, "type": "pipeline", "pod": p.pod, "node": p.node,
-                                   "reason": p.action, "by": None})
+                                   "reason": b.action, "by": b.by})
         for e in decisions.evictions:
             result.actions.append({"cycle": cycle, "type": "evict", "pod": e.pod, "node": e.node,
                                    "reason": e.action, "by": e.by, "message": e.message})
+        for p in decisions.pipelined:
+            result.actions.append({"cycle": cycle, "type": "pipeline", "pod": p.pod, "node": p.node,
+                                   "reason": p.action, "by": p.by})
         for key in apply(objs, decisions, t):
             evicted[key] = (next(e.job for e in decisions.evictions if e.pod == key), "")
+        for e in decisions.evictions:
+            if e.pod in evicted:
+                evicted[e.pod] = (e.job, e.action)
         if not decisions.binds and not decisions.evictions and not decisions.pipelined:
             # a fixed point: later cycles would decide the same
             continue

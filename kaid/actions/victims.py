@@ -1,0 +1,296 @@
+"""Choosing victims: the fewest and least valuable pods to evict so that a pending job fits.
+
+Lexicographic cost (issue 3): lowest priority first, then fewest GPUs evicted, then least running time
+lost, then fewest pods. A gang is evicted whole unless only its elastic pods (beyond minMember) are
+taken, and elastic pods go first. CP-SAT searches over victim units and the pending job's pods per
+node in one model; a first-fit scan (candidates in cost order, evicting until the job fits) is the
+fallback and the baseline it is measured against (``benchmarks/bench_victims.py``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ortools.sat.python import cp_model
+
+from kaid.actions.session import Session
+from kaid.model.objects import Budget, Job, Node, Pod, Queue
+from kaid.placement.index import Devices, NodeIndex
+
+Placements = list[tuple[Pod, Node, Devices]]
+
+
+@dataclass(slots=True)
+class Unit:
+    """Pods that are evicted together: a gang's core (its first minMember pods), or one elastic pod."""
+
+    job: Job
+    pods: list[Pod]
+    elastic: bool
+    queue: Queue
+    gpu: int = 0  # milli-GPU
+    cpu: int = 0  # millicores
+    runtime: float = 0.0  # seconds the pods have run, summed
+    level: int = 0  # cost rank: (priority, core after elastic) ascending
+    core_of: int | None = None  # for an elastic unit: index of its job's core unit
+
+    @property
+    def key(self) -> tuple[int, float, int, str]:
+        return (self.level, -self.runtime, self.gpu, self.pods[0].key)
+
+
+@dataclass(slots=True)
+class Constraint:
+    """At most ``cap`` of a resource (milli-GPU, or millicores for cpu work) may be freed from these units:
+    a queue that must stay at or above its fair share."""
+
+    units: list[int]
+    cap: int
+    queue: str
+    gpu: bool = True
+
+    def amount(self, u: Unit) -> int:
+        return u.gpu if self.gpu else u.cpu
+
+
+@dataclass
+class Search:
+    units: list[Unit]
+    fair: list[Constraint] = field(default_factory=list)
+    budgets: list[tuple[Budget, list[int], int]] = field(default_factory=list)  # (pdb, unit ids, pods each)
+
+
+def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[list[Unit], int]:
+    """Victim units of a running job; the second value counts pods protected by min runtime."""
+    running = [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
+    if not running:
+        return [], 0
+    young = [p for p in running if min_runtime > 0 and now - p.started < min_runtime]
+    if young:
+        return [], len(young)
+    running.sort(key=lambda p: (p.started, p.name))
+    extra = max(0, len(running) - job.min_member)
+    core_pods = running[: len(running) - extra] if extra else running
+    out = [Unit(job, core_pods, False, queue)]
+    for p in running[len(running) - extra:] if extra else []:
+        out.append(Unit(job, [p], True, queue, core_of=0))
+    for u in out:
+        u.gpu = sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in u.pods)
+        u.cpu = sum(p.cpu for p in u.pods)
+        u.runtime = sum(max(0.0, now - p.started) for p in u.pods)
+    return out, 0
+
+
+def rank(units: list[Unit]) -> None:
+    levels = sorted({(u.job.priority, 0 if u.elastic else 1) for u in units})
+    where = {lv: i for i, lv in enumerate(levels)}
+    for u in units:
+        u.level = where[(u.job.priority, 0 if u.elastic else 1)]
+
+
+def _matches(budget: Budget, pod: Pod) -> bool:
+    if budget.namespace != pod.namespace:
+        return False
+    labels = budget.selector.get("matchLabels") or {}
+    if any(pod.labels.get(k) != v for k, v in labels.items()):
+        return False
+    for expr in budget.selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in pod.labels
+        if (op == "In" and (not present or pod.labels[key] not in values)) or \
+                (op == "NotIn" and present and pod.labels[key] in values) or \
+                (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return bool(labels or budget.selector.get("matchExpressions"))
+
+
+def add_budgets(search: Search, budgets: list[Budget]) -> None:
+    for b in budgets:
+        ids = [i for i, u in enumerate(search.units) if any(_matches(b, p) for p in u.pods)]
+        if ids:
+            search.budgets.append((b, ids, 0))
+
+
+def budget_ok(search: Search, chosen: set[int]) -> bool:
+    for b, ids, _ in search.budgets:
+        pods = sum(sum(1 for p in search.units[i].pods if _matches(b, p)) for i in ids if i in chosen)
+        if pods > b.disruptions_allowed:
+            return False
+    return True
+
+
+def fair_ok(search: Search, chosen: set[int]) -> bool:
+    return all(sum(c.amount(search.units[i]) for i in c.units if i in chosen) <= c.cap for c in search.fair)
+
+
+# ----------------------------------------------------------------------------------------- first fit
+def first_fit(session: Session, search: Search, evict: Callable[[int], None],
+              place: Callable[[], Placements | None]) -> tuple[list[int], Placements] | None:
+    """Evict candidates in cost order until the job fits. Leaves the evictions in the session."""
+    order = sorted(range(len(search.units)), key=lambda i: search.units[i].key)
+    chosen: set[int] = set()
+    for i in order:
+        if i in chosen:
+            continue
+        group = {i}
+        u = search.units[i]
+        if not u.elastic:  # a core goes with all of its job's elastic pods
+            group |= {j for j, v in enumerate(search.units) if v.job is u.job}
+        trial = chosen | group
+        if not fair_ok(search, trial) or not budget_ok(search, trial):
+            continue
+        for j in sorted(group - chosen):
+            evict(j)
+        chosen = trial
+        plan = place()
+        if plan is not None:
+            return sorted(chosen), plan
+    return None
+
+
+# ----------------------------------------------------------------------------------------- CP-SAT
+def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
+          workers: int = 1) -> tuple[list[int], dict[str, int]] | None:
+    """Victim units and pods per node for a job of identical whole-GPU or cpu pods, or None."""
+    index = session.index
+    rep = pods[0]
+    need = len(pods)
+    mask = index.static_mask(rep)
+    units = search.units
+    # what each unit frees on each node
+    per_node: dict[int, list[int]] = defaultdict(list)
+    for i, u in enumerate(units):
+        for p in u.pods:
+            n = session.snap.node_by_name.get(p.node or "")
+            if n is not None and mask[n.index] and i not in per_node[n.index]:
+                per_node[n.index].append(i)
+    candidates: list[Node] = []
+    for n in index.nodes:
+        if not mask[n.index]:
+            continue
+        if n.index in per_node or _cap_now(n, rep) > 0:
+            candidates.append(n)
+    if not candidates:
+        return None
+    shared_on: dict[tuple[str, int], int] = defaultdict(int)
+    if rep.gpu_whole:
+        victim_nodes = {index.nodes[i].name for i in per_node}
+        for p in session.snap.pods:
+            if p.frac_devices and p.node in victim_nodes and p.active and p.status != "Evicted":
+                for d in p.devices:
+                    shared_on[(p.node, d)] += 1
+    model = cp_model.CpModel()
+    e = [model.new_bool_var(f"e{i}") for i in range(len(units))]
+    for i, u in enumerate(units):
+        if u.elastic and u.core_of is not None:
+            core = next(j for j, v in enumerate(units) if v.job is u.job and not v.elastic)
+            model.add_implication(e[core], e[i])
+    x: dict[str, cp_model.IntVar] = {}
+    for n in candidates:
+        victims = per_node.get(n.index, [])
+        freed_cpu = {i: sum(p.cpu for p in units[i].pods if p.node == n.name) for i in victims}
+        freed_mem = {i: sum(p.mem for p in units[i].pods if p.node == n.name) for i in victims}
+        freed_pods = {i: sum(1 for p in units[i].pods if p.node == n.name) for i in victims}
+        whole = {i: sum(p.gpu_whole for p in units[i].pods if p.node == n.name) for i in victims}
+        # shared devices: free only when every pod on the device is a victim
+        shared_terms = []
+        if rep.gpu_whole:
+            holders: dict[int, list[int]] = defaultdict(list)
+            for i in victims:
+                for p in units[i].pods:
+                    if p.node == n.name and p.frac_devices:
+                        for d in p.devices:
+                            holders[d].append(i)
+            for d, ids in holders.items():
+                if shared_on[(n.name, d)] != sum(1 for i in set(ids) for p in units[i].pods if p.node == n.name
+                                         and d in p.devices):
+                    continue
+                s = model.new_bool_var(f"s{n.index}_{d}")
+                for i in set(ids):
+                    model.add_implication(s, e[i])
+                shared_terms.append(s)
+        top = max(0, n.alloc_pods - n.used_pods + sum(freed_pods.values()))
+        xn = model.new_int_var(0, min(need, top), f"x{n.index}")
+        x[n.name] = xn
+        if rep.gpu_whole:
+            model.add(xn * rep.gpu_whole <= n.idle + sum(whole[i] * e[i] for i in victims) + sum(shared_terms))
+        if rep.cpu:
+            model.add(xn * rep.cpu <= n.free_cpu + sum(freed_cpu[i] * e[i] for i in victims))
+        if rep.mem:
+            model.add(xn * rep.mem <= n.free_mem + sum(freed_mem[i] * e[i] for i in victims))
+        model.add(xn <= n.free_pods + sum(freed_pods[i] * e[i] for i in victims))
+    model.add(sum(x.values()) == need)
+    for c in search.fair:
+        model.add(sum(c.amount(units[i]) * e[i] for i in c.units) <= c.cap)
+    for b, ids, _ in search.budgets:
+        model.add(sum(sum(1 for p in units[i].pods if _matches(b, p)) * e[i] for i in ids) <= b.disruptions_allowed)
+    # stage 1: the highest cost level evicted, as low as possible
+    top_level = model.new_int_var(0, max((u.level for u in units), default=0), "top")
+    for i, u in enumerate(units):
+        model.add(top_level >= u.level * e[i])
+    model.minimize(top_level)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_deterministic_time = time_limit
+    solver.parameters.max_time_in_seconds = time_limit * 4
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = 7
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    model.add(top_level <= int(solver.value(top_level)))
+    # stage 2: then fewer low levels, GPUs, runtime, pods (weights keep the order lexicographic)
+    w_pods = 1
+    w_run = w_pods * (sum(len(u.pods) for u in units) + 1)
+    runtime_min = [min(10**6, int(u.runtime // 60)) for u in units]
+    w_gpu = w_run * (sum(runtime_min) + 1)
+    gpu_tenths = [u.gpu // 100 for u in units]
+    w_level = w_gpu * (sum(gpu_tenths) + 1)
+    model.minimize(sum(e[i] * (u.level * w_level + gpu_tenths[i] * w_gpu + runtime_min[i] * w_run + len(u.pods))
+                       for i, u in enumerate(units)))
+    model.clear_hints()  # type: ignore[no-untyped-call]
+    for i in range(len(units)):
+        model.add_hint(e[i], int(solver.value(e[i])))
+    for xn in x.values():
+        model.add_hint(xn, int(solver.value(xn)))
+    status = solver.solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    chosen = [i for i in range(len(units)) if solver.value(e[i])]
+    counts = {name: int(solver.value(xn)) for name, xn in x.items() if solver.value(xn)}
+    return chosen, counts
+
+
+def _cap_now(n: Node, pod: Pod) -> int:
+    cap = n.alloc_pods - n.used_pods
+    if pod.gpu_whole:
+        cap = min(cap, n.idle // pod.gpu_whole)
+    if pod.cpu:
+        cap = min(cap, n.free_cpu // pod.cpu)
+    if pod.mem:
+        cap = min(cap, n.free_mem // pod.mem)
+    return cap
+
+
+def realise(session: Session, pods: list[Pod], counts: dict[str, int]) -> Placements | None:
+    """Devices for the pending pods on the nodes the solver chose, after the evictions."""
+    index: NodeIndex = session.index
+    out: Placements = []
+    queue = list(pods)
+    ok = True
+    for name in sorted(counts):
+        node = session.snap.node_by_name[name]
+        for _ in range(counts[name]):
+            pod = queue.pop(0)
+            devs = index.devices_for(node, pod)
+            if devs is None:
+                ok = False
+                break
+            index.assign(node, pod, devs)
+            out.append((pod, node, devs))
+        if not ok:
+            break
+    for pod, node, devs in reversed(out):
+        index.release(node, pod, devs, planning=True)
+    return out if ok and not queue else None
