@@ -159,12 +159,18 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
             search.fair.append(Constraint(ids, y.allocated[r] - y.fair[r], y.name, gpu=r == GPU))
         add_budgets(search, snap.budgets)
         done = _try(session, cfg, job, q, batch, search, action, stats, req, r)
-        if not done:
+        if not done and action == "reclaim":
             reasons.setdefault(job.key, []).append(Reason(
-                "ReclaimNotPossible" if action == "reclaim" else "PreemptNotPossible",
-                f"could not {action}: even evicting every allowed candidate ({len(units)} groups of pods) would not "
-                "make room for the job without pushing another queue below its fair share or breaking a "
-                "PodDisruptionBudget"))
+                "ReclaimNotPossible",
+                f"could not reclaim: even evicting every allowed candidate ({len(units)} groups of pods in queues "
+                "above their fair share) would not make room for the job without pushing one of those queues "
+                "below its fair share or breaking a PodDisruptionBudget", {"candidates": len(units)}))
+        elif not done:
+            reasons.setdefault(job.key, []).append(Reason(
+                "PreemptNotPossible",
+                f"could not preempt: even evicting all {len(units)} lower-priority preemptible pod groups of queue "
+                f"{q.name} would not let this job fit (in free resources and within its queue's limits and quota)",
+                {"candidates": len(units)}))
         else:
             reasons.pop(job.key, None)
 

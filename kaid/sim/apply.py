@@ -61,6 +61,18 @@ def pipeline_pod(obj: Obj, bind: Bind) -> None:
     _devices(obj, bind)
 
 
+def reset_pod(obj: Obj) -> None:
+    """An evicted pod made again by its controller: pending, on no node."""
+    obj.setdefault("spec", {}).pop("nodeName", None)
+    status = obj.setdefault("status", {})
+    status["phase"] = "Pending"
+    status.pop("startTime", None)
+    anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
+    for key in (c.PIPELINED_NODE_ANNOTATION, c.PIPELINED_ACTION_ANNOTATION, c.GPU_DEVICES_ANNOTATION):
+        anns.pop(key, None)
+    (obj["metadata"].get("labels") or {}).pop(c.GPU_GROUP_LABEL, None)
+
+
 def apply(objects: list[Obj], decisions: Decisions, now: float) -> list[str]:
     """Apply the decisions in place; return the keys of the pods that were evicted and are gone."""
     pods = {pod_key(o): o for o in objects if o.get("kind") == "Pod"}

@@ -14,7 +14,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
 from kaid.fairshare import decay_usage
 from kaid.model.build import build_snapshot
-from kaid.sim.apply import bind_pod, iso
+from kaid.sim.apply import bind_pod, iso, mark_stale, pipeline_pod, reset_pod
 from kaid.sim.workload import JobSpec, QueueLoad, WorkloadProfile
 
 Obj = dict[str, Any]
@@ -50,11 +50,11 @@ def builtin_cluster(nodes: int = 16, gpus: int = 8) -> list[Obj]:
             for i in range(nodes)]
     total = nodes * gpus
     objs += [
-        queue_obj("engineering", gpu_quota=round(total * 0.625)),
-        queue_obj("team-a", "engineering", gpu_quota=round(total * 0.375)),
+        queue_obj("engineering", gpu_quota=round(total * 0.5625)),
+        queue_obj("team-a", "engineering", gpu_quota=round(total * 0.3125)),
         queue_obj("team-b", "engineering", gpu_quota=round(total * 0.25)),
-        queue_obj("research", gpu_quota=round(total * 0.25), weight=2),
-        queue_obj("inference", gpu_quota=round(total * 0.125), priority=150),
+        queue_obj("research", gpu_quota=round(total * 0.1875), weight=2),
+        queue_obj("inference", gpu_quota=round(total * 0.25), priority=150),
     ]
     return objs
 
@@ -96,6 +96,7 @@ class JobRun:
     bound: int = 0
     start: float | None = None
     end: float | None = None
+    restarts: int = 0
 
 
 @dataclass
@@ -114,6 +115,7 @@ class SimResult:
     runs: dict[str, JobRun] = field(default_factory=dict)
     cycles: int = 0
     binds: int = 0
+    evictions: dict[str, int] = field(default_factory=dict)  # action -> pods evicted
     leaves: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -141,6 +143,8 @@ class SimResult:
                             "medianWaitS": round(statistics.median(waits), 1) if waits else None}
         util = [s.allocated_gpus / self.capacity_gpus for s in self.samples] if self.capacity_gpus else []
         return {"hours": self.hours, "capacityGPUs": self.capacity_gpus, "cycles": self.cycles, "binds": self.binds,
+                "evictions": dict(sorted(self.evictions.items())),
+                "restarts": sum(r.restarts for r in self.runs.values()),
                 "meanAllocation": round(statistics.fmean(util), 3) if util else 0.0,
                 "queues": queues, "gangs": gangs, "problems": self.problems,
                 "timeline": [{"t": s.t, "allocatedGPUs": s.allocated_gpus, "pendingJobs": s.pending_jobs,
@@ -183,8 +187,9 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
             dirty = True
         finished: set[str] = set()
         while ends and ends[0][0] <= t:
-            _, name = heapq.heappop(ends)
-            finished.add(name)
+            end, name = heapq.heappop(ends)
+            if runs[name].end == end:  # an evicted job restarted: its old end is void
+                finished.add(name)
         if finished:
             objs = [o for o in objs if not _belongs(o, finished)]
             for k in [k for k, o in pods_by_key.items() if _belongs(o, finished)]:
@@ -209,8 +214,28 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
                     run.start = t
                     run.end = t + run.spec.duration_s
                     heapq.heappush(ends, (run.end, run.spec.name))
+            moved = {b.pod for b in decisions.pipelined}
+            for b in decisions.pipelined:
+                obj = pods_by_key.get(b.pod)
+                if obj is not None:
+                    pipeline_pod(obj, b)
+            for e in decisions.evictions:
+                obj = pods_by_key.get(e.pod)
+                if obj is None:
+                    continue
+                run = runs[e.job.split("/", 1)[1]]
+                run.bound = max(0, run.bound - 1)
+                result.evictions[e.action] = result.evictions.get(e.action, 0) + 1
+                if e.pod in moved:
+                    continue
+                reset_pod(obj)  # its controller makes it again: it waits to be scheduled anew
+                if run.start is not None and run.bound < run.spec.min_member:
+                    run.start = run.end = None  # the job lost its progress and starts over
+                    run.restarts += 1
+            if decisions.stale:
+                mark_stale(objs, decisions.stale, decisions.stale_pods)
             result.binds += len(decisions.binds)
-            dirty = bool(decisions.binds)
+            dirty = bool(decisions.binds or decisions.evictions or decisions.pipelined)
             last_q = {row["name"]: (float(row["allocatedAfter"]["gpu"]), float(row["fairShare"]["gpu"]))
                       for row in decisions.queues}
             last_alloc = sum(v[0] for k, v in last_q.items() if k in result.leaves)

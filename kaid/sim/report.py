@@ -37,7 +37,9 @@ def render(summary: dict[str, Any], console: Console, title: str = "kai simulate
     timeline = summary["timeline"]
     head = Text.assemble(
         (f"{cap:g} GPUs", "bold"), f", {summary['hours']:g} h of virtual time, {summary['cycles']} scheduling cycles, "
-        f"{summary['binds']} pods bound; mean GPU allocation ", (f"{summary['meanAllocation']:.0%}", "bold green"))
+        f"{summary['binds']} pods bound; mean GPU allocation ", (f"{summary['meanAllocation']:.0%}", "bold green"),
+        "\nevictions: " + (", ".join(f"{n} by {a}" for a, n in summary.get("evictions", {}).items()) or "none")
+        + f"; {summary.get('restarts', 0)} jobs restarted after losing pods")
     queues = Table(title="Queues: fair share against use (GPUs, averaged over time)", title_justify="left",
                    header_style="bold")
     for col in ("queue", "fair", "used", "used/fair", "jobs", "ran", "done", "wait p50", "p90"):
