@@ -1,0 +1,1 @@
+"""End-to-end tests against a real control plane on loopback (see controlplane.py)."""
