@@ -110,8 +110,6 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
         why_not: list[str] = []
         if action == "reclaim":
             if q.allocated[r] + req[r] > q.fair[r]:
-                if not any(o.allocated[r] > o.fair[r] for o in snap.queues.values() if not o.children):
-                    continue  # nobody is above their share: nothing to take back
                 reasons.setdefault(job.key, []).append(Reason(
                     "ReclaimNotPossible", f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} "
                     f"allocated + {fmt(r, req[r])} > {fmt(r, q.fair[r])}), so it cannot take resources back from "

@@ -26,6 +26,15 @@ class PlacementConfig(BaseModel):
     solverWorkers: int = Field(1, ge=1, le=16)
 
 
+class LeaderElectionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = True
+    namespace: str = "kai-scheduler"
+    name: str = "kai-scheduler"
+    leaseDurationSeconds: float = Field(15.0, gt=1, le=600)
+    renewIntervalSeconds: float = Field(2.0, gt=0, le=60)
+
+
 class SchedulerConfig(BaseModel):
     """Everything the engine and the daemon read from the config file."""
 
@@ -41,6 +50,9 @@ class SchedulerConfig(BaseModel):
     usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
     staleGangGraceSeconds: float = Field(60.0, description="Negative means never evict stale gangs.")
     maxConsolidationMoves: int = Field(8, ge=0)
+    leaderElection: LeaderElectionConfig = LeaderElectionConfig()
+    metricsPort: int = Field(8080, ge=0, le=65535, description="0 turns the metrics and health server off.")
+    createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

@@ -19,7 +19,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.api.crds import PodGroupSpec, QueueSpec, TopologySpec, validation_message
 from kaid.api.duration import parse_duration
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
-from kaid.model.grouping import OwnerIndex, group_for_pod
+from kaid.model.grouping import OwnerIndex, group_for_pod, workload_labels
 from kaid.model.objects import (
     CPU,
     GPU,
@@ -594,51 +594,24 @@ def _job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], inp: _Inputs, cfg: Sc
 
 
 def _labels_from(job: Job, pod: Obj, owner: Obj | None, inp: _Inputs, cfg: SchedulerConfig) -> None:
-    """Queue, priority class, preemptibility and topology from the owner, then the pod, then the namespace."""
-    sources = [_labels(owner)] if owner else []
-    sources.append(_labels(pod))
+    """Queue, priority class, preemptibility and topology from the owner, then the pod, then the namespace;
+    what an explicit PodGroup says wins."""
     ns_obj = inp.namespaces.get(str(_meta(pod).get("namespace") or "default"))
+    wl = workload_labels(pod, owner, ns_obj, cfg.queueLabelKeys)
     if not job.queue:
-        for labels in [*sources, _labels(ns_obj) if ns_obj else {}]:
-            found = next((labels[k] for k in cfg.queueLabelKeys if labels.get(k)), None)
-            if found:
-                job.queue = found
-                break
-        else:
-            job.queue = cfg.defaultQueue
+        job.queue = wl.queue or cfg.defaultQueue
     if not job.priority_class:
-        for labels in sources:
-            if labels.get(c.PRIORITY_CLASS_LABEL):
-                job.priority_class = labels[c.PRIORITY_CLASS_LABEL]
-                break
-        else:
-            job.priority_class = str((pod.get("spec") or {}).get("priorityClassName") or "")
-            if not job.priority_class and "priority" in (pod.get("spec") or {}):
-                job.priority_class = ""
-                try:
-                    job.priority = int(pod["spec"]["priority"])
-                except (TypeError, ValueError):
-                    job.priority = 0
+        job.priority_class = wl.priority_class or ""
+        if wl.priority is not None:
+            job.priority = wl.priority
     if job.preemptibility is None:
-        for labels in sources:
-            value = labels.get(c.PREEMPTIBILITY_LABEL)
-            if value in (c.PREEMPTIBLE, c.NON_PREEMPTIBLE):
-                job.preemptibility = value
-                break
-            if value:
-                job.warnings.append(Reason(
-                    "InvalidPreemptibility", f"label {c.PREEMPTIBILITY_LABEL}={value!r} is neither "
-                    f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
-                break
-    if job.topology is None:
-        anns = [_annotations(owner)] if owner else []
-        anns.append(_annotations(pod))
-        for a in anns:
-            if a.get(c.TOPOLOGY_ANNOTATION):
-                job.topology = a[c.TOPOLOGY_ANNOTATION]
-                job.required_level = a.get(c.TOPOLOGY_REQUIRED_ANNOTATION) or None
-                job.preferred_level = a.get(c.TOPOLOGY_PREFERRED_ANNOTATION) or None
-                break
+        job.preemptibility = wl.preemptibility
+        if wl.bad_preemptibility:
+            job.warnings.append(Reason(
+                "InvalidPreemptibility", f"label {c.PREEMPTIBILITY_LABEL}={wl.bad_preemptibility!r} is neither "
+                f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
+    if job.topology is None and wl.topology:
+        job.topology, job.required_level, job.preferred_level = wl.topology, wl.required_level, wl.preferred_level
 
 
 def _finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],

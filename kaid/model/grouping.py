@@ -112,3 +112,65 @@ def group_for_pod(pod: Obj, owners: OwnerIndex) -> GroupInfo:
     if kind == "Pod":
         return GroupInfo(f"pg-pod-{name}", min_member_of(kind, None, pod), kind, name, pod)
     return GroupInfo(f"pg-{kind.lower()}-{name}", min_member_of(kind, owner, pod), kind, name, owner)
+
+
+@dataclass(slots=True)
+class WorkloadLabels:
+    """What a workload says about itself: the owner first, then the pod, then its namespace."""
+
+    queue: str | None = None
+    priority_class: str | None = None
+    priority: int | None = None  # a pod's spec.priority when it names no class
+    preemptibility: str | None = None
+    bad_preemptibility: str | None = None
+    topology: str | None = None
+    required_level: str | None = None
+    preferred_level: str | None = None
+
+
+def _labels(obj: Obj | None) -> dict[str, str]:
+    lab = _meta(obj or {}).get("labels")
+    return {str(k): str(v) for k, v in lab.items()} if isinstance(lab, dict) else {}
+
+
+def _annotations(obj: Obj | None) -> dict[str, str]:
+    ann = _meta(obj or {}).get("annotations")
+    return {str(k): str(v) for k, v in ann.items()} if isinstance(ann, dict) else {}
+
+
+def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
+                    queue_keys: tuple[str, ...]) -> WorkloadLabels:
+    sources = [_labels(owner)] if owner is not None else []
+    sources.append(_labels(pod))
+    out = WorkloadLabels()
+    for labels in [*sources, _labels(namespace)]:
+        found = next((labels[k] for k in queue_keys if labels.get(k)), None)
+        if found:
+            out.queue = found
+            break
+    spec = pod.get("spec") or {}
+    for labels in sources:
+        if labels.get(c.PRIORITY_CLASS_LABEL):
+            out.priority_class = labels[c.PRIORITY_CLASS_LABEL]
+            break
+    else:
+        out.priority_class = str(spec.get("priorityClassName") or "") or None
+        if out.priority_class is None and "priority" in spec:
+            out.priority = _int(spec.get("priority"), 0)
+    for labels in sources:
+        value = labels.get(c.PREEMPTIBILITY_LABEL)
+        if value in (c.PREEMPTIBLE, c.NON_PREEMPTIBLE):
+            out.preemptibility = value
+            break
+        if value:
+            out.bad_preemptibility = value
+            break
+    anns = [_annotations(owner)] if owner is not None else []
+    anns.append(_annotations(pod))
+    for a in anns:
+        if a.get(c.TOPOLOGY_ANNOTATION):
+            out.topology = a[c.TOPOLOGY_ANNOTATION]
+            out.required_level = a.get(c.TOPOLOGY_REQUIRED_ANNOTATION) or None
+            out.preferred_level = a.get(c.TOPOLOGY_PREFERRED_ANNOTATION) or None
+            break
+    return out

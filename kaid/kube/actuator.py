@@ -1,0 +1,162 @@
+"""Applying a cycle's Decisions to the cluster: binds through the ``pods/binding`` subresource
+(concurrently, within the client's QPS), evictions through the Eviction API with a ``DisruptionTarget``
+condition, pipelined reservations and stale-gang marks as annotations.
+
+A bind that fails is retried; when a pod of a gang still cannot be bound, the pods of that gang bound
+in this cycle are released (deleted, so their controller makes them again), never leaving a gang
+half-bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaid.api import constants as c
+from kaid.cycle import Bind, Decisions, Eviction
+from kaid.kube.client import ApiError, KubeClient, pod_path
+
+log = logging.getLogger("kaid.actuator")
+
+
+@dataclass
+class ApplyResult:
+    bound: list[Bind] = field(default_factory=list)
+    failed: list[tuple[Bind, str]] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
+    evict_failed: list[tuple[Eviction, str]] = field(default_factory=list)
+    pipelined: int = 0
+
+
+def _split(key: str) -> tuple[str, str]:
+    ns, name = key.split("/", 1)
+    return ns, name
+
+
+class Actuator:
+    def __init__(self, client: KubeClient, workers: int = 16, retries: int = 3) -> None:
+        self.client = client
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bind")
+        self.retries = retries
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------------ binds
+    def _bind_one(self, b: Bind) -> str | None:
+        ns, name = _split(b.pod)
+        annotations = {}
+        if b.devices:
+            annotations[c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in b.devices)
+        last = ""
+        for attempt in range(self.retries):
+            try:
+                if b.gpu_group or b.action != "allocate":
+                    meta: dict[str, Any] = {"annotations": {c.PIPELINED_NODE_ANNOTATION: None,
+                                                            c.PIPELINED_ACTION_ANNOTATION: None}}
+                    if b.gpu_group:
+                        meta["labels"] = {c.GPU_GROUP_LABEL: b.gpu_group}
+                    self.client.merge_patch(pod_path(ns, name), {"metadata": meta})
+                body = {"apiVersion": "v1", "kind": "Binding",
+                        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": b.node}}
+                self.client.create(pod_path(ns, name, "binding"), body)
+                return None
+            except ApiError as err:
+                last = f"{err.status} {err.message}"
+                if err.status == 409 and "already" in err.message:
+                    return None if self._bound_to(ns, name, b.node) else last
+                if err.status in (404, 422):
+                    return last  # gone or invalid: no point retrying
+            except Exception as err:  # connection trouble: retry
+                last = str(err)
+            time.sleep(0.2 * (attempt + 1))
+        return last
+
+    def _bound_to(self, ns: str, name: str, node: str) -> bool:
+        try:
+            pod = self.client.get(pod_path(ns, name))
+        except ApiError:
+            return False
+        return bool((pod.get("spec") or {}).get("nodeName") == node)
+
+    def bind(self, binds: list[Bind]) -> ApplyResult:
+        out = ApplyResult()
+        results = list(self.pool.map(self._bind_one, binds))
+        by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)
+        for b, err in zip(binds, results, strict=True):
+            by_job[b.job].append((b, err))
+        for job, items in by_job.items():
+            failed = [(b, e) for b, e in items if e is not None]
+            ok = [b for b, e in items if e is None]
+            out.failed.extend((b, e) for b, e in failed if e is not None)
+            if failed and ok and len(items) > 1:
+                # never leave a gang half-bound: release what this cycle bound of it
+                log.warning("releasing %d bound pods of %s: %d binds failed", len(ok), job, len(failed))
+                for b in ok:
+                    ns, name = _split(b.pod)
+                    try:
+                        self.client.request("DELETE", pod_path(ns, name), {"gracePeriodSeconds": 0})
+                        out.released.append(b.pod)
+                    except ApiError as err:
+                        log.warning("could not release %s: %s", b.pod, err.message)
+            else:
+                out.bound.extend(ok)
+        return out
+
+    # ------------------------------------------------------------------------------------------ evictions
+    def _evict_one(self, e: Eviction) -> str | None:
+        ns, name = _split(e.pod)
+        cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                "message": f"kai {e.action}: {e.message}"[:1000],
+                "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            self.client.strategic_patch(pod_path(ns, name, "status"), {"status": {"conditions": [cond]}})
+        except ApiError as err:
+            if err.status == 404:
+                return None  # already gone
+        try:
+            self.client.create(pod_path(ns, name, "eviction"), {
+                "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
+            return None
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            return f"{err.status} {err.message}"  # 429: a PodDisruptionBudget says not now
+
+    def evict(self, evictions: list[Eviction]) -> ApplyResult:
+        out = ApplyResult()
+        for e, err in zip(evictions, self.pool.map(self._evict_one, evictions), strict=True):
+            if err is None:
+                out.evicted.append(e)
+            else:
+                out.evict_failed.append((e, err))
+        return out
+
+    # ------------------------------------------------------------------------------------------ marks
+    def pipeline(self, pipelined: list[Bind]) -> int:
+        def one(b: Bind) -> bool:
+            ns, name = _split(b.pod)
+            anns = {c.PIPELINED_NODE_ANNOTATION: b.node, c.PIPELINED_ACTION_ANNOTATION: b.action,
+                    c.GPU_DEVICES_ANNOTATION: ",".join(str(d) for d in b.devices) or None}
+            try:
+                self.client.merge_patch(pod_path(ns, name), {"metadata": {"annotations": anns}})
+                return True
+            except ApiError as err:
+                log.warning("could not mark %s pipelined: %s", b.pod, err.message)
+                return False
+        return sum(1 for ok in self.pool.map(one, pipelined) if ok)
+
+    def apply(self, d: Decisions) -> ApplyResult:
+        ev = self.evict(d.evictions)
+        out = self.bind(d.binds)
+        out.evicted, out.evict_failed = ev.evicted, ev.evict_failed
+        evicted = {e.pod for e in d.evictions}
+        # a pod moved by consolidation is recreated by its controller under a new name: nothing to mark
+        out.pipelined = self.pipeline([b for b in d.pipelined if b.pod not in evicted])
+        return out

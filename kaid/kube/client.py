@@ -1,0 +1,168 @@
+"""A small Kubernetes REST client over urllib3 that keeps raw JSON dicts.
+
+The generated client models of the ``kubernetes`` package are too slow for a scheduler's hot path; its
+config loaders are still used to read a kubeconfig or the in-cluster service account. Every request
+goes through one token bucket (client QPS and burst).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+Obj = dict[str, Any]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, body: Obj | None = None) -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message") or self.reason)
+
+
+class RateLimiter:
+    """Token bucket: ``qps`` tokens per second, at most ``burst`` saved."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = burst
+        self.tokens = float(burst)
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+                self.last = now
+                if self.tokens >= 1:
+                    self.tokens -= 1
+                    return
+                wait = (1 - self.tokens) / self.qps
+            time.sleep(wait)
+
+
+class KubeClient:
+    def __init__(self, host: str, *, ca_file: str | None = None, cert_file: str | None = None,
+                 key_file: str | None = None, token: str | None = None, verify: bool = True,
+                 qps: float = 50.0, burst: int = 100) -> None:
+        self.host = host.rstrip("/")
+        self.token = token
+        kwargs: dict[str, Any] = {"maxsize": 32, "retries": False}
+        if verify:
+            kwargs["cert_reqs"] = "CERT_REQUIRED"
+            if ca_file:
+                kwargs["ca_certs"] = ca_file
+        else:
+            kwargs["cert_reqs"] = "CERT_NONE"
+        if cert_file:
+            kwargs["cert_file"] = cert_file
+            kwargs["key_file"] = key_file
+        self.http = urllib3.PoolManager(**kwargs)
+        self.limiter = RateLimiter(qps, burst)
+
+    @classmethod
+    def from_config(cls, kubeconfig: str | None = None, context: str | None = None, qps: float = 50.0,
+                    burst: int = 100) -> KubeClient:
+        """A kubeconfig file (or $KUBECONFIG, ~/.kube/config), else the in-cluster service account."""
+        from kubernetes import client as kclient
+        from kubernetes import config as kconfig
+
+        cfg = kclient.Configuration()
+        try:
+            kconfig.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg)
+        except Exception as err:
+            if kubeconfig:
+                raise ValueError(f"cannot load kubeconfig {kubeconfig}: {err}") from None
+            try:
+                kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            except Exception:
+                raise ValueError(
+                    f"no kubeconfig found ({err}) and not running in a cluster: pass --kubeconfig") from None
+        token = None
+        auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+        if auth:
+            token = auth.removeprefix("Bearer ").strip()
+        return cls(cfg.host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file, token=token,
+                   verify=cfg.verify_ssl, qps=qps, burst=burst)
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        h = {"Accept": "application/json", "User-Agent": "kaid/0.1"}
+        if content_type:
+            h["Content-Type"] = content_type
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        return h
+
+    def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
+                content_type: str | None = None, timeout: float = 30.0) -> Obj:
+        self.limiter.take()
+        url = self.host + path + (("?" + urlencode(params)) if params else "")
+        data = None if body is None else json.dumps(body).encode()
+        ctype = content_type or ("application/json" if body is not None else None)
+        resp = self.http.request(method, url, body=data, headers=self._headers(ctype),
+                                 timeout=urllib3.Timeout(connect=10.0, read=timeout))
+        payload: Obj = {}
+        if resp.data:
+            try:
+                payload = json.loads(resp.data)
+            except ValueError:
+                payload = {"message": resp.data[:500].decode(errors="replace")}
+        if resp.status >= 400:
+            raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+        return payload
+
+    def get(self, path: str, **params: Any) -> Obj:
+        return self.request("GET", path, params=params or None)
+
+    def create(self, path: str, obj: Obj) -> Obj:
+        return self.request("POST", path, obj)
+
+    def merge_patch(self, path: str, patch: Obj) -> Obj:
+        return self.request("PATCH", path, patch, content_type="application/merge-patch+json")
+
+    def strategic_patch(self, path: str, patch: Obj) -> Obj:
+        return self.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json")
+
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
+        """Events of a watch from ``resource_version``; ends when the server closes the stream."""
+        self.limiter.take()
+        params = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": str(timeout_seconds)}
+        url = self.host + path + "?" + urlencode(params)
+        resp = self.http.request("GET", url, headers=self._headers(None), preload_content=False,
+                                 timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30))
+        try:
+            if resp.status >= 400:
+                body = resp.read()
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    payload = {}
+                raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+            buf = b""
+            for chunk in resp.stream(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+
+def pod_path(namespace: str, name: str, sub: str = "") -> str:
+    return f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}" + (f"/{sub}" if sub else "")

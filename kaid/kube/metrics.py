@@ -1,0 +1,65 @@
+"""Prometheus metrics with the ``kai_`` names of DESIGN section 2, and ``/healthz`` and ``/readyz``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.cycle = Histogram("kai_e2e_scheduling_latency_milliseconds", "Whole scheduling cycle", registry=r,
+                               buckets=BUCKETS)
+        self.phase = Histogram("kai_cycle_phase_latency_milliseconds", "Cycle latency by phase", ["phase"],
+                               registry=r, buckets=BUCKETS)
+        self.binds = Counter("kai_binds_total", "Pods bound", ["result"], registry=r)
+        self.evictions = Counter("kai_pod_group_evicted_pods_total", "Pods evicted, by action", ["action"],
+                                 registry=r)
+        self.fair_share = Gauge("kai_queue_fair_share_gpu", "Queue fair share of GPUs", ["queue"], registry=r)
+        self.fair_share_cpu = Gauge("kai_queue_fair_share_cpu_millicores", "Queue fair share of cpu", ["queue"],
+                                    registry=r)
+        self.allocated = Gauge("kai_queue_allocated_gpus", "GPUs allocated to a queue", ["queue"], registry=r)
+        self.requested = Gauge("kai_queue_requested_gpus", "GPUs requested by a queue", ["queue"], registry=r)
+        self.depth = Gauge("kai_queue_depth", "Pending pod groups in a queue", ["queue"], registry=r)
+        self.wait = Histogram("kai_pending_wait_seconds", "Time from creation to bind", registry=r,
+                              buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
+        self.gangs = Counter("kai_gang_outcomes_total", "Gang placement outcomes", ["outcome"], registry=r)
+        self.leader = Gauge("kai_is_leader", "1 while this replica holds the lease", registry=r)
+
+
+def serve(metrics: Metrics, port: int, ready: Callable[[], bool],
+          healthy: Callable[[], bool]) -> ThreadingHTTPServer:
+    registry = metrics.registry
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path == "/metrics":
+                body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
+            elif path == "/healthz":
+                ok = healthy()
+                body, ctype, code = (b"ok" if ok else b"unhealthy"), "text/plain", 200 if ok else 500
+            elif path == "/readyz":
+                ok = ready()
+                body, ctype, code = (b"ok" if ok else b"not ready"), "text/plain", 200 if ok else 503
+            else:
+                body, ctype, code = b"not found", "text/plain", 404
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

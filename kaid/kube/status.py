@@ -1,0 +1,151 @@
+"""Status people can read with kubectl: PodGroup ``status.schedulingConditions`` with the engine's
+structured reasons and ``resourcesStatus``; Queue status (allocated, fair share, deserved, ...); the
+``PodScheduled=False`` condition on pending pods; events (``Scheduled``, ``Unschedulable`` rate-limited,
+``Evicted``). Writes only what changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import quote
+
+from kaid.api import constants as c
+from kaid.cycle import Decisions
+from kaid.kube.actuator import ApplyResult
+from kaid.kube.client import ApiError, KubeClient, pod_path
+from kaid.model.objects import Reason, Snapshot
+
+log = logging.getLogger("kaid.status")
+Obj = dict[str, Any]
+UNSCHEDULABLE_EVENT_EVERY = 300.0
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _reasons(rs: list[Reason]) -> list[Obj]:
+    return [{"reason": r.code, "message": r.message, **({"details": r.details} if r.details else {})} for r in rs]
+
+
+class StatusWriter:
+    def __init__(self, client: KubeClient, scheduler_name: str) -> None:
+        self.client = client
+        self.component = scheduler_name
+        self.written: dict[str, str] = {}  # object key -> digest of what we last wrote
+        self.last_event: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def _patch_status(self, path: str, key: str, status: Obj) -> None:
+        digest = _digest(status)
+        if self.written.get(key) == digest:
+            return
+        try:
+            self.client.merge_patch(path, {"status": status})
+            self.written[key] = digest
+        except ApiError as err:
+            if err.status != 404:
+                log.warning("status of %s not written: %s", key, err.message)
+
+    def event(self, involved: Obj, reason: str, message: str, kind: str = "Normal", every: float = 0.0) -> None:
+        meta = involved.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        key = (f"{involved.get('kind')}/{ns}/{meta.get('name')}", reason)
+        last = self.last_event.get(key)
+        now = time.monotonic()
+        if last is not None and last[1] == message and now - last[0] < every:
+            return
+        self.last_event[key] = (now, message)
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'kai')}.", "namespace": ns},
+            "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
+                               "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+            "reason": reason, "message": message[:1000], "type": kind,
+            "source": {"component": self.component}, "reportingComponent": self.component,
+            "firstTimestamp": _now(), "lastTimestamp": _now(), "count": 1,
+        }
+        try:
+            self.client.create(f"/api/v1/namespaces/{quote(ns)}/events", body)
+        except ApiError as err:
+            log.debug("event not written: %s", err.message)
+
+    def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult) -> None:
+        bound_jobs: dict[str, int] = {}
+        for b in applied.bound:
+            bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
+        pending = d.pending
+        for job in snap.jobs.values():
+            raw = job.raw if job.explicit else None
+            key = f"PodGroup/{job.key}"
+            alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active)
+            if raw is not None:
+                reasons = pending.get(job.key)
+                cond: Obj
+                if reasons:
+                    cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
+                            "message": "; ".join(r.message for r in reasons)[:4000], "reasons": _reasons(reasons)}
+                else:
+                    cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
+                            "message": f"{sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)} pods "
+                                       "placed", "reasons": []}
+                old = ((raw.get("status") or {}).get("schedulingConditions") or [{}])[-1]
+                if {k: old.get(k) for k in ("type", "reason", "message")} != \
+                        {k: cond.get(k) for k in ("type", "reason", "message")}:
+                    cond["lastTransitionTime"] = _now()
+                else:
+                    cond["lastTransitionTime"] = old.get("lastTransitionTime") or _now()
+                status = {"schedulingConditions": [cond], "resourcesStatus": {
+                    "allocated": {"gpu": alloc / 1000, "pods": sum(1 for p in job.pods if p.active)},
+                    "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
+                self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
+                                   f"{quote(job.namespace)}/podgroups/{quote(job.name)}", key, status)
+                if reasons:
+                    self.event(raw, "Unschedulable", str(cond["message"]), "Warning", UNSCHEDULABLE_EVENT_EVERY)
+            for p in job.pods:
+                if p.status != "Pending" or job.key not in pending or p.raw is None:
+                    continue
+                reasons = pending[job.key]
+                message = "; ".join(r.message for r in reasons)[:2000]
+                conds = (p.raw.get("status") or {}).get("conditions") or []
+                cur: Obj = next((x for x in conds if x.get("type") == "PodScheduled"), {})
+                if cur.get("status") == "False" and cur.get("message") == message:
+                    continue
+                cond2 = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                         "lastTransitionTime": _now()}
+                try:
+                    self.client.strategic_patch(pod_path(p.namespace, p.name, "status"),
+                                                {"status": {"conditions": [cond2]}})
+                except ApiError as err:
+                    log.debug("pod condition not written: %s", err.message)
+        pods = {p.key: p for p in snap.pods}
+        for b in applied.bound:
+            pod = pods.get(b.pod)
+            if pod is not None and pod.raw is not None:
+                self.event(pod.raw, "Scheduled", f"Successfully assigned {b.pod} to {b.node}"
+                           + (f" (GPUs {','.join(map(str, b.devices))})" if b.devices else ""))
+        for e in applied.evicted:
+            pod = pods.get(e.pod)
+            if pod is not None and pod.raw is not None:
+                self.event(pod.raw, "Evicted", f"{e.action} for {e.by}: {e.message}", "Warning")
+        self.write_queues(d, snap)
+
+    def write_queues(self, d: Decisions, snap: Snapshot) -> None:
+        for row in d.queues:
+            q = snap.queues.get(row["name"])
+            if q is None:
+                continue
+            conds = [{"type": "Valid", "status": "False" if q.errors else "True",
+                      "reason": q.errors[0].code if q.errors else "Valid",
+                      "message": q.errors[0].message if q.errors else "queue is valid"}]
+            status = {"allocated": row["allocatedAfter"], "allocatedNonPreemptible": row["allocatedNonPreemptible"],
+                      "requested": row["requested"], "fairShare": row["fairShare"], "deserved": row["deserved"],
+                      "childQueues": [ch.name for ch in q.children], "conditions": conds}
+            self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues/{quote(q.name)}",
+                               f"Queue/{q.name}", status)
