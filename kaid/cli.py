@@ -1,6 +1,12 @@
-"""``kaid``: the scheduler daemon. ``kaid simulate`` runs the engine on the embedded simulated cluster."""
+"""``kaid``: the scheduler daemon. ``kaid run`` schedules a cluster; ``kaid simulate`` runs the engine on
+the embedded simulated cluster."""
 
 from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -8,8 +14,49 @@ from kaid import __version__
 from kaid.sim.command import simulate_command
 
 app = typer.Typer(help="kai scheduler daemon: runs the scheduling loop (and its simulated cluster).",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 app.command("simulate", help=simulate_command.__doc__)(simulate_command)
+
+
+@app.command()
+def run(
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, "
+                                                     "~/.kube/config, else the in-cluster service account).")] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML).")] = None,
+    identity: Annotated[str | None, typer.Option("--identity", help="Leader-election identity "
+                                                  "(default: hostname-pid).")] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="Port of /metrics, /healthz and "
+                                                      "/readyz (0: off; default from the config).")] = None,
+    leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect",
+                                                      help="Override leaderElection.enabled.")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Schedule the pods of the configured scheduler name on a cluster, until SIGTERM."""
+    from kaid.api.config import SchedulerConfig, load_config
+    from kaid.kube.client import KubeClient
+    from kaid.kube.daemon import Daemon
+
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(config)
+        overrides: dict[str, object] = {}
+        if metrics_port is not None:
+            overrides["metricsPort"] = metrics_port
+        if leader_elect is not None:
+            overrides["leaderElection"] = {**cfg.leaderElection.model_dump(), "enabled": leader_elect}
+        if overrides:
+            cfg = SchedulerConfig.model_validate({**cfg.model_dump(), **overrides})
+        client = KubeClient.from_config(str(kubeconfig) if kubeconfig else None, context, cfg.clientQPS,
+                                        cfg.clientBurst)
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+    daemon = Daemon(cfg, client, identity)
+    daemon.handle_signals()
+    raise typer.Exit(daemon.run())
 
 
 @app.command()

@@ -105,7 +105,7 @@ class StatusWriter:
                     "allocated": {"gpu": alloc / 1000, "pods": sum(1 for p in job.pods if p.active)},
                     "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
                 self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
-                                   f"{quote(job.namespace)}/podgroups/{quote(job.name)}", key, status)
+                                   f"{quote(job.namespace)}/podgroups/{quote(job.name)}/status", key, status)
                 if reasons:
                     self.event(raw, "Unschedulable", str(cond["message"]), "Warning", UNSCHEDULABLE_EVENT_EVERY)
             for p in job.pods:
@@ -147,5 +147,5 @@ class StatusWriter:
             status = {"allocated": row["allocatedAfter"], "allocatedNonPreemptible": row["allocatedNonPreemptible"],
                       "requested": row["requested"], "fairShare": row["fairShare"], "deserved": row["deserved"],
                       "childQueues": [ch.name for ch in q.children], "conditions": conds}
-            self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues/{quote(q.name)}",
+            self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues/{quote(q.name)}/status",
                                f"Queue/{q.name}", status)

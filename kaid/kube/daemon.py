@@ -1,0 +1,259 @@
+"""The daemon loop: watch the cluster, and while this replica leads, build a Snapshot, run a cycle,
+apply its Decisions and write status, metrics and events. SIGTERM finishes the cycle in flight.
+
+Binds and evictions are "assumed" until the watch shows them (as kube-scheduler does), so the next
+cycle never hands the same GPUs out twice while the watch catches up."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from kaid.api import constants as c
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import Bind, Decisions, run_cycle
+from kaid.fairshare import decay_usage
+from kaid.kube.actuator import Actuator, ApplyResult
+from kaid.kube.cache import WatchCache
+from kaid.kube.client import ApiError, KubeClient
+from kaid.kube.leader import LeaderElector
+from kaid.kube.metrics import Metrics, serve
+from kaid.kube.podgrouper import create_podgroups
+from kaid.kube.status import StatusWriter
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Snapshot
+
+log = logging.getLogger("kaid")
+Obj = dict[str, Any]
+ASSUME_TTL = 30.0
+
+
+@dataclass
+class Overlay:
+    """What this replica did that the watch may not show yet."""
+
+    bound: dict[str, tuple[Bind, float]] = field(default_factory=dict)
+    evicted: dict[str, float] = field(default_factory=dict)
+    pipelined: dict[str, tuple[Bind, float]] = field(default_factory=dict)
+
+    def record(self, d: Decisions, applied: ApplyResult, now: float) -> None:
+        for b in applied.bound:
+            self.bound[b.pod] = (b, now + ASSUME_TTL)
+            self.pipelined.pop(b.pod, None)
+        for e in applied.evicted:
+            self.evicted[e.pod] = now + ASSUME_TTL
+        evicted = {e.pod for e in applied.evicted}
+        for b in d.pipelined:
+            if b.pod not in evicted:
+                self.pipelined[b.pod] = (b, now + ASSUME_TTL)
+
+    def apply(self, objects: list[Obj], now: float) -> list[Obj]:
+        for table in (self.bound, self.pipelined):
+            for k in [k for k, (_, exp) in table.items() if exp < now]:
+                del table[k]
+        for k in [k for k, exp in self.evicted.items() if exp < now]:
+            del self.evicted[k]
+        if not (self.bound or self.evicted or self.pipelined):
+            return objects
+        out = []
+        for o in objects:
+            if o.get("kind") != "Pod":
+                out.append(o)
+                continue
+            meta = o.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            spec = o.get("spec") or {}
+            if key in self.bound:
+                if spec.get("nodeName"):
+                    del self.bound[key]  # the watch caught up
+                else:
+                    b = self.bound[key][0]
+                    o = copy.deepcopy(o)
+                    o["spec"]["nodeName"] = b.node
+                    o.setdefault("status", {})["phase"] = "Running"
+                    anns = o["metadata"].setdefault("annotations", {})
+                    anns.pop(c.PIPELINED_NODE_ANNOTATION, None)
+                    if b.devices:
+                        anns[c.GPU_DEVICES_ANNOTATION] = ",".join(map(str, b.devices))
+                    if b.gpu_group:
+                        o["metadata"].setdefault("labels", {})[c.GPU_GROUP_LABEL] = b.gpu_group
+            elif key in self.evicted:
+                if not meta.get("deletionTimestamp"):
+                    o = copy.deepcopy(o)
+                    o["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z"
+            elif key in self.pipelined:
+                anns = meta.get("annotations") or {}
+                if anns.get(c.PIPELINED_NODE_ANNOTATION):
+                    del self.pipelined[key]
+                else:
+                    b = self.pipelined[key][0]
+                    o = copy.deepcopy(o)
+                    o["metadata"].setdefault("annotations", {}).update({
+                        c.PIPELINED_NODE_ANNOTATION: b.node, c.PIPELINED_ACTION_ANNOTATION: b.action})
+            out.append(o)
+        return out
+
+
+class Daemon:
+    def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.cache = WatchCache(client)
+        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
+        self.status = StatusWriter(client, cfg.schedulerName)
+        self.metrics = Metrics()
+        self.overlay = Overlay()
+        self.stopping = threading.Event()
+        self.elector = LeaderElector(client, cfg.leaderElection, self.identity) if cfg.leaderElection.enabled \
+            else None
+        self.usage: dict[str, list[float]] = {}
+        self.last_cycle = 0.0
+        self.heartbeat = time.monotonic()
+        self.cycles = 0
+        self.server: Any = None
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader.is_set()
+
+    def ready(self) -> bool:
+        return self.cache.synced
+
+    def healthy(self) -> bool:
+        return time.monotonic() - self.heartbeat < max(60.0, self.cfg.cyclePeriodSeconds * 10)
+
+    def handle_signals(self) -> None:
+        def stop(signum: int, _frame: Any) -> None:
+            log.info("signal %d: finishing the cycle in flight, then exiting", signum)
+            self.stopping.set()
+            self.cache.changed.set()
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+    def run(self, sync_timeout: float = 120.0) -> int:
+        self.cache.start()
+        if self.cfg.metricsPort:
+            self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy)
+        deadline = time.monotonic() + sync_timeout
+        while not self.cache.synced and not self.stopping.is_set():
+            if time.monotonic() > deadline:
+                missing = [inf.res.kind for inf in self.cache.informers if not inf.synced.is_set()]
+                log.error("could not list %s from the API server: are kai's CRDs installed "
+                          "(kubectl apply -k manifests/) and may this identity list them?", ", ".join(missing))
+                self.shutdown()
+                return 1
+            self.cache.wait_synced(1.0)
+        if self.elector is not None:
+            self.elector.start()
+        log.info("kaid %s started as %s, scheduling pods of %s", "leader election on" if self.elector else "alone",
+                 self.identity, self.cfg.schedulerName)
+        while not self.stopping.is_set():
+            self.heartbeat = time.monotonic()
+            self.metrics.leader.set(1 if self.leading() else 0)
+            if self.leading():
+                try:
+                    self.cycle()
+                except Exception:
+                    log.exception("cycle failed; retrying next period")
+            self.cache.changed.clear()
+            self.cache.changed.wait(self.cfg.cyclePeriodSeconds)
+            # do not run cycles back to back when the cluster is busy: at most one per period
+            rest = self.cfg.cyclePeriodSeconds - (time.monotonic() - self.last_cycle)
+            if rest > 0 and not self.stopping.is_set():
+                self.stopping.wait(rest)
+        self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        if self.elector is not None:
+            self.elector.release()
+        self.cache.close()
+        self.actuator.close()
+        if self.server is not None:
+            self.server.shutdown()
+
+    def cycle(self) -> Decisions:
+        started = time.monotonic()
+        self.last_cycle = started
+        objs = self.cache.objects()
+        if self.cfg.createPodGroups:
+            objs = objs + create_podgroups(self.client, objs, self.cfg)
+        now = time.time()
+        objs = self.overlay.apply(objs, now)
+        t0 = time.monotonic()
+        snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None)
+        t1 = time.monotonic()
+        decisions = run_cycle(snap, self.cfg)
+        t2 = time.monotonic()
+        applied = self.actuator.apply(decisions)
+        self.overlay.record(decisions, applied, now)
+        t3 = time.monotonic()
+        self._mark_stale(snap, decisions)
+        self.status.write(snap, decisions, applied)
+        t4 = time.monotonic()
+        self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
+                                                 "status": t4 - t3}, t4 - started)
+        if self.cfg.usageHalfLifeSeconds > 0:
+            for row in decisions.queues:
+                a = row["allocatedAfter"]
+                self.usage[row["name"]] = decay_usage(self.usage.get(row["name"], [0.0, 0.0, 0.0]),
+                                                      [int(a["gpu"] * 1000), a["cpu"], a["memory"] * 1_000_000],
+                                                      self.cfg.cyclePeriodSeconds, self.cfg.usageHalfLifeSeconds)
+        self.cycles += 1
+        if decisions.binds or decisions.evictions:
+            log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,
+                     len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
+                     (t4 - started) * 1000)
+        return decisions
+
+    def _mark_stale(self, snap: Snapshot, d: Decisions) -> None:
+        for key, since in d.stale.items():
+            job = snap.jobs.get(key)
+            if job is None or not job.explicit:
+                continue
+            value = None if since is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
+            if value == ((job.raw or {}).get("metadata", {}).get("annotations") or {}).get(c.STALE_SINCE_ANNOTATION):
+                continue
+            try:
+                self.client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
+                                        f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
+                                        {"metadata": {"annotations": {c.STALE_SINCE_ANNOTATION: value}}})
+            except ApiError as err:
+                log.info("stale mark on %s not written: %s", key, err.message)
+
+    def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],
+                 total: float) -> None:
+        m = self.metrics
+        m.cycle.observe(total * 1000)
+        for name, secs in phases.items():
+            m.phase.labels(name).observe(secs * 1000)
+        m.binds.labels("ok").inc(len(applied.bound))
+        m.binds.labels("failed").inc(len(applied.failed))
+        for e in applied.evicted:
+            m.evictions.labels(e.action).inc()
+        depth: dict[str, int] = {}
+        for key in d.pending:
+            job = snap.jobs.get(key)
+            if job is not None:
+                depth[job.queue] = depth.get(job.queue, 0) + 1
+        for row in d.queues:
+            m.fair_share.labels(row["name"]).set(row["fairShare"]["gpu"])
+            m.fair_share_cpu.labels(row["name"]).set(row["fairShare"]["cpu"])
+            m.allocated.labels(row["name"]).set(row["allocatedAfter"]["gpu"])
+            m.requested.labels(row["name"]).set(row["requested"]["gpu"])
+            m.depth.labels(row["name"]).set(depth.get(row["name"], 0))
+        pods = {p.key: p for p in snap.pods}
+        for b in applied.bound:
+            p = pods.get(b.pod)
+            if p is not None and p.created:
+                m.wait.observe(max(0.0, snap.now - p.created))
+        m.gangs.labels("placed").inc(sum(1 for n in d.stats.gang_nodes if n))
+        m.gangs.labels("released").inc(1 if applied.released else 0)
