@@ -4,35 +4,63 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from kaictl.commands.engine_input import read_config, read_objects
-from kaictl.output import check_format, console, emit_data
+from kaictl.commands.engine_input import (
+    ConfigFile,
+    Context,
+    Kubeconfig,
+    Namespace,
+    Output,
+    Snapshot,
+    current_namespace,
+    read_config,
+    read_objects,
+)
+from kaictl.output import check_format, console, emit_data, fail
+from kaid.model.expand import expand
 from kaid.sim.dryrun import dry_run
+from kaid.sim.files import SnapshotFileError, load_objects
 
 STATUS_STYLE = {"Running": "green", "Pending": "yellow", "Evicted": "red", "Pipelined": "cyan",
                 "Releasing": "magenta"}
 
 
 def dry_run_command(
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file (YAML/JSON List or "
-                                                   "multi-document YAML) to schedule against.")] = None,
-    files: Annotated[list[Path] | None, typer.Option("-f", "--filename", help="More objects to add (workloads). "
-                                                      "Repeatable.")] = None,
+    snapshot: Snapshot = None,
+    files: Annotated[list[Path] | None, typer.Option("-f", "--filename", help="Workloads to add (Pod, Job, "
+                                                      "Deployment, PyTorchJob, ... in any mix). Repeatable.")] = None,
     cycles: Annotated[int, typer.Option("--cycles", min=1, max=1000, help="Scheduling cycles to run.")] = 1,
-    output: Annotated[str, typer.Option("-o", "--output", help="table, wide, json or yaml.")] = "table",
+    output: Output = "table",
     now: Annotated[float | None, typer.Option("--now", help="Unix time of the first cycle (default: now).")] = None,
     solver: Annotated[str | None, typer.Option("--solver", help="Gang placement: cpsat or greedy.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML).")] = None,
+    config: ConfigFile = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    namespace: Namespace = None,
 ) -> None:
-    """Run scheduling cycles on a snapshot without writing anything, and show the decisions."""
+    """Where pods would go, what would be evicted and why, what stays pending and why; writes nothing.
+
+    Reads the live cluster through the kubeconfig, or --snapshot FILE offline."""
     check_format(output)
     cfg = read_config(config, solver)
-    objs = read_objects(snapshot, files)
-    result = dry_run(objs, cfg, cycles, time.time() if now is None else now)
+    objs = read_objects(snapshot, None, kubeconfig, context, live=True)
+    added: list[dict[str, Any]] = []
+    for path in files or []:
+        try:
+            docs = load_objects(path)
+        except SnapshotFileError as e:
+            fail(str(e))
+        for doc in docs:
+            meta = doc.setdefault("metadata", {})
+            if not meta.get("namespace") and doc.get("kind") not in ("Queue", "Node", "Topology", "PriorityClass"):
+                meta["namespace"] = namespace or (current_namespace(kubeconfig, context) if snapshot is None
+                                                  else "default")
+            added.extend(expand(doc, cfg.schedulerName))
+    result = dry_run(objs + added, cfg, cycles, time.time() if now is None else now)
     if output in ("json", "yaml"):
         emit_data(result.to_json(), output)
         return

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from kaictl.commands.engine_input import read_config, read_objects
+from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Snapshot, read_config, read_objects
 from kaictl.output import check_format, console, emit_data
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.build import build_snapshot
@@ -38,14 +37,18 @@ def _state(row: dict[str, Any]) -> tuple[str, str]:
 
 
 def fairshare_command(
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot file to read.")] = None,
+    snapshot: Snapshot = None,
     output: Annotated[str, typer.Option("-o", "--output", help="tree, table, wide, json or yaml.")] = "tree",
-    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML).")] = None,
+    config: ConfigFile = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
 ) -> None:
-    """Draw the queue tree with deserved, fair share, allocated and requested per resource."""
+    """Draw the queue tree with deserved, fair share, allocated and requested per resource.
+
+    Reads the live cluster through the kubeconfig, or --snapshot FILE offline."""
     check_format(output, ("tree", "table", "wide", "json", "yaml"))
     cfg = read_config(config)
-    snap = build_snapshot(read_objects(snapshot, None), cfg, time.time())
+    snap = build_snapshot(read_objects(snapshot, None, kubeconfig, context, live=True), cfg, time.time())
     compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0)
     rows = queue_rows(snap)
     if output in ("json", "yaml"):

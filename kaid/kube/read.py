@@ -1,0 +1,43 @@
+"""One-shot reads of everything the engine needs, for kaictl (snapshot save, live fairshare, explain,
+dry-run, top): the same resources the daemon watches, listed once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kaid.kube.cache import RESOURCES, Resource
+from kaid.kube.client import ApiError, KubeClient
+
+Obj = dict[str, Any]
+
+
+class ReadError(RuntimeError):
+    """The cluster could not be read; the message says what to check."""
+
+
+def read_cluster(client: KubeClient, resources: tuple[Resource, ...] = RESOURCES,
+                 progress: Callable[[str], None] | None = None) -> list[Obj]:
+    out: list[Obj] = []
+    for res in resources:
+        if progress is not None:
+            progress(res.kind)
+        try:
+            data = client.get(res.path)
+        except ApiError as err:
+            if err.status == 404 and res.optional:
+                continue
+            if err.status == 404:
+                raise ReadError(f"the API server has no {res.kind} resource: install kai's CRDs "
+                                "(kubectl apply -k manifests/)") from None
+            if err.status in (401, 403):
+                raise ReadError(f"not allowed to list {res.kind}: {err.message}") from None
+            raise ReadError(f"listing {res.kind} failed: {err.message}") from None
+        except Exception as err:
+            raise ReadError(f"cannot reach the API server at {client.host}: {err}") from None
+        api_version = str(data.get("apiVersion") or "v1")
+        for item in data.get("items") or []:
+            item.setdefault("kind", res.kind)
+            item.setdefault("apiVersion", api_version)
+            out.append(item)
+    return out

@@ -1,0 +1,109 @@
+"""Reduce live objects to what scheduling reads, for snapshot files people attach to bug reports:
+pod specs keep requests, placement constraints and identity, never environment, commands, volumes or
+image pull secrets; workload owners keep only their replica counts; Secrets are never read at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaid.api import constants as c
+
+Obj = dict[str, Any]
+KEEP_ANNOTATIONS = {
+    c.POD_GROUP_ANNOTATION, c.BATCH_MIN_MEMBER_ANNOTATION, c.GPU_FRACTION_ANNOTATION, c.GPU_MEMORY_ANNOTATION,
+    c.GPU_FRACTION_NUM_DEVICES_ANNOTATION, c.GPU_DEVICES_ANNOTATION, c.TOPOLOGY_ANNOTATION,
+    c.TOPOLOGY_REQUIRED_ANNOTATION, c.TOPOLOGY_PREFERRED_ANNOTATION, c.PIPELINED_NODE_ANNOTATION,
+    c.PIPELINED_ACTION_ANNOTATION, c.STALE_SINCE_ANNOTATION,
+}
+META_KEEP = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "ownerReferences")
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
+    out = {k: meta[k] for k in META_KEEP if k in meta}
+    anns = {k: v for k, v in (meta.get("annotations") or {}).items() if k in KEEP_ANNOTATIONS}
+    if anns:
+        out["annotations"] = anns
+    if "ownerReferences" in out:
+        out["ownerReferences"] = [{k: r[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in r}
+                                  for r in out["ownerReferences"]]
+    return out
+
+
+def _container(ctr: Obj) -> Obj:
+    out: Obj = {"name": ctr.get("name", "")}
+    res = ctr.get("resources") or {}
+    if res:
+        out["resources"] = {k: res[k] for k in ("requests", "limits") if k in res}
+    if ctr.get("restartPolicy"):
+        out["restartPolicy"] = ctr["restartPolicy"]
+    return out
+
+
+def _pod_spec(spec: Obj) -> Obj:
+    out: Obj = {k: spec[k] for k in ("schedulerName", "nodeName", "nodeSelector", "tolerations", "priority",
+                                     "priorityClassName", "overhead", "preemptionPolicy") if k in spec}
+    out["containers"] = [_container(x) for x in spec.get("containers") or []]
+    if spec.get("initContainers"):
+        out["initContainers"] = [_container(x) for x in spec["initContainers"]]
+    na = (spec.get("affinity") or {}).get("nodeAffinity")
+    if na:
+        out["affinity"] = {"nodeAffinity": na}
+    return out
+
+
+def strip(obj: Obj) -> Obj | None:
+    kind = obj.get("kind")
+    if kind == "Secret":
+        return None
+    base: Obj = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": _meta(obj)}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    if kind == "Pod":
+        base["spec"] = _pod_spec(spec)
+        base["status"] = {k: status[k] for k in ("phase", "startTime") if k in status}
+    elif kind == "Node":
+        base["metadata"]["labels"] = (obj.get("metadata") or {}).get("labels") or {}
+        base["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
+        base["status"] = {"allocatable": status.get("allocatable") or {}, "capacity": status.get("capacity") or {},
+                          "conditions": [{"type": x.get("type"), "status": x.get("status")}
+                                         for x in status.get("conditions") or [] if x.get("type") == "Ready"]}
+    elif kind in ("Queue", "PodGroup", "Topology"):
+        base["spec"] = spec
+        if kind == "PodGroup" and status:
+            base["status"] = status
+        if kind == "Queue" and status:
+            base["status"] = status
+    elif kind == "PriorityClass":
+        base.update({k: obj[k] for k in ("value", "preemptionPolicy", "globalDefault") if k in obj})
+    elif kind == "PodDisruptionBudget":
+        base["spec"] = {k: spec[k] for k in ("selector", "minAvailable", "maxUnavailable") if k in spec}
+        base["status"] = {k: status[k] for k in ("disruptionsAllowed", "currentHealthy", "desiredHealthy")
+                          if k in status}
+    elif kind == "Namespace":
+        pass
+    else:  # workload owners: only what minMember is computed from
+        keep: Obj = {}
+        for key in ("parallelism", "completions", "replicas"):
+            if key in spec:
+                keep[key] = spec[key]
+        for key in ("pytorchReplicaSpecs", "mpiReplicaSpecs"):
+            if key in spec:
+                keep[key] = {role: {"replicas": (rs or {}).get("replicas", 1)} for role, rs in spec[key].items()}
+        if "workerGroupSpecs" in spec:
+            keep["workerGroupSpecs"] = [{k: g.get(k) for k in ("groupName", "replicas", "minReplicas") if k in g}
+                                        for g in spec["workerGroupSpecs"]]
+        if "replicatedJobs" in spec:
+            keep["replicatedJobs"] = [{"name": r.get("name"), "replicas": r.get("replicas", 1),
+                                       "template": {"spec": {"parallelism": ((r.get("template") or {}).get("spec")
+                                                                             or {}).get("parallelism", 1)}}}
+                                      for r in spec["replicatedJobs"]]
+        if "leaderWorkerTemplate" in spec:
+            keep["leaderWorkerTemplate"] = {"size": (spec["leaderWorkerTemplate"] or {}).get("size", 1)}
+        base["spec"] = keep
+    return base
+
+
+def snapshot_list(objects: list[Obj]) -> Obj:
+    items = [s for s in (strip(o) for o in objects) if s is not None]
+    return {"apiVersion": "v1", "kind": "List", "items": items}
