@@ -43,6 +43,8 @@ def consolidate(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[
     ref = ref_node(snap)
     moves_left = cfg.maxConsolidationMoves
     disrupted: dict[str, int] = {}
+    if not any(u < 1000 for n in index.nodes for u in n.dev_used):
+        return  # no GPU has any room anywhere: nothing to gather
     for job, q in pending_jobs(session):
         if moves_left <= 0:
             break

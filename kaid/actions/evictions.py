@@ -10,7 +10,18 @@ from typing import Any
 from kaid.actions.allocate import queue_key, topo_of
 from kaid.actions.limits import charged_violation, fmt, limit_violation
 from kaid.actions.session import Session, job_request, ref_node
-from kaid.actions.victims import Constraint, Placements, Search, Unit, add_budgets, first_fit, rank, realise, solve
+from kaid.actions.victims import (
+    Constraint,
+    Placements,
+    Search,
+    Unit,
+    add_budgets,
+    first_fit,
+    rank,
+    realise,
+    solve,
+    units_of,
+)
 from kaid.api.config import SchedulerConfig
 from kaid.model.objects import CPU, GPU, Job, Pod, Queue, Reason
 from kaid.placement import gang
@@ -90,6 +101,7 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
         stats: EvictionStats) -> None:
     snap = session.snap
     ref = ref_node(snap)
+    unit_cache: _UnitCache = {}
     for job, q in pending_jobs(session):
         batch = needed(job)
         if not batch:
@@ -126,7 +138,7 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
                 side = below(w, top)
                 if not side or any(y.allocated[r] <= y.fair[r] for y in side):
                     continue
-                got, young = _units(victim_job, w, snap.now, "reclaim")
+                got, young = _units(victim_job, w, snap.now, "reclaim", unit_cache)
                 protected += young
                 for u in got:
                     units.append(u)
@@ -139,7 +151,7 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
             for victim_job in q.jobs:
                 if victim_job is job or not victim_job.preemptible or victim_job.priority >= job.priority:
                     continue
-                got, young = _units(victim_job, q, snap.now, "preempt")
+                got, young = _units(victim_job, q, snap.now, "preempt", unit_cache)
                 protected += young
                 units.extend(got)
             if not units:
@@ -173,10 +185,19 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
             reasons.pop(job.key, None)
 
 
-def _units(job: Job, q: Queue, now: float, action: str) -> tuple[list[Unit], int]:
-    from kaid.actions.victims import units_of
+_UnitCache = dict[tuple[str, str], tuple[int, list[Unit], int]]
 
-    return units_of(job, q, now, min_runtime(q, action))
+
+def _units(job: Job, q: Queue, now: float, action: str, cache: _UnitCache) -> tuple[list[Unit], int]:
+    """Victim units of a job, kept for the action until one of its pods changes state."""
+    running = sum(1 for p in job.pods if p.status in ("Running", "Bound") and not p.releasing)
+    key = (job.key, action)
+    hit = cache.get(key)
+    if hit is not None and hit[0] == running:
+        return hit[1], hit[2]
+    units, young = units_of(job, q, now, min_runtime(q, action))
+    cache[key] = (running, units, young)
+    return units, young
 
 
 def _message(action: str, job: Job, q: Queue, victim: Unit, r: int) -> str:
@@ -211,13 +232,23 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
             return None
         return plan.placements
 
+    if not _could_fit(session, batch, search):
+        return False
     homogeneous = all((p.gpu_whole, p.cpu, p.mem, p.sig) == (batch[0].gpu_whole, batch[0].cpu, batch[0].mem,
                                                               batch[0].sig) and not p.frac_devices for p in batch)
+    # first-fit first: the answer to beat, the solver's hint, and the fallback
+    baseline = first_fit(session, search, evict, place)
+    session.rollback(cp)
     result: tuple[list[int], Placements] | None = None
     method = "first-fit"
     if cfg.placement.gangSolver == "cpsat" and homogeneous and topo is None:
-        sol = solve(session, batch, search, cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers)
-        if sol is not None:
+        keep: set[str] = set()
+        if baseline is not None:
+            keep = {n.name for _, n, _ in baseline[1]}
+            keep |= {p.node or "" for i in baseline[0] for p in search.units[i].pods}
+        sol = solve(session, batch, search, cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers,
+                    hint=baseline[0] if baseline else None, keep_nodes=keep)
+        if sol is not None and (baseline is None or cost(search, sol[0]) <= cost(search, baseline[0])):
             chosen, counts = sol
             for i in chosen:
                 evict(i)
@@ -226,7 +257,7 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
                 result, method = (chosen, plan), "cpsat"
             else:
                 session.rollback(cp)
-    if result is None:
+    if result is None and baseline is not None:
         result = first_fit(session, search, evict, place)
     if result is None:
         session.rollback(cp)
@@ -239,6 +270,33 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
         sum(p.gpu_milli_on(n) for p, n, _ in plan) / 1000, sum(len(search.units[i].pods) for i in chosen),
         len(chosen)))
     return True
+
+
+def cost(search: Search, chosen: list[int]) -> tuple[int, int, float, int]:
+    """The victim order of issue 3: highest cost level, then GPUs, then running time lost, then pods."""
+    units = [search.units[i] for i in chosen]
+    return (max((u.level for u in units), default=-1), sum(u.gpu for u in units), sum(u.runtime for u in units),
+            sum(len(u.pods) for u in units))
+
+
+def _could_fit(session: Session, batch: list[Pod], search: Search) -> bool:
+    """A cheap bound before any search: idle GPUs plus every GPU the fair-share caps allow to be freed."""
+    need = sum(p.gpu_whole * 1000 for p in batch)
+    if not need:
+        return True
+    mask = session.index.static_mask(batch[0])
+    idle = sum(n.idle * 1000 for n in session.index.nodes if mask[n.index])
+    capped: set[int] = set()
+    freeable = 0
+    for c in sorted(search.fair, key=lambda c: -len(c.units)):  # the widest (root-most) caps first
+        ids = [i for i in c.units if i not in capped]
+        if not ids:
+            continue
+        freeable += min(c.cap, sum(search.units[i].gpu for i in ids)) if c.gpu else sum(
+            search.units[i].gpu for i in ids)
+        capped.update(c.units)
+    freeable += sum(u.gpu for i, u in enumerate(search.units) if i not in capped)
+    return idle + freeable >= need
 
 
 Runner = Callable[[Session, SchedulerConfig, dict[str, list[Reason]], EvictionStats], None]

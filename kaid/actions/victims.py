@@ -38,7 +38,8 @@ class Unit:
 
     @property
     def key(self) -> tuple[int, float, int, str]:
-        return (self.level, -self.runtime, self.gpu, self.pods[0].key)
+        """First-fit order: lowest cost level, then least running time lost, then fewest GPUs."""
+        return (self.level, self.runtime, self.gpu, self.pods[0].key)
 
 
 @dataclass(slots=True)
@@ -151,8 +152,8 @@ def first_fit(session: Session, search: Search, evict: Callable[[int], None],
 
 
 # ----------------------------------------------------------------------------------------- CP-SAT
-def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
-          workers: int = 1) -> tuple[list[int], dict[str, int]] | None:
+def solve(session: Session, pods: list[Pod], search: Search, time_limit: float, workers: int = 1,
+          hint: list[int] | None = None, keep_nodes: set[str] | None = None) -> tuple[list[int], dict[str, int]] | None:
     """Victim units and pods per node for a job of identical whole-GPU or cpu pods, or None."""
     index = session.index
     rep = pods[0]
@@ -161,19 +162,57 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
     units = search.units
     # what each unit frees on each node
     per_node: dict[int, list[int]] = defaultdict(list)
+    pods_at: dict[tuple[int, int], list[Pod]] = defaultdict(list)  # (unit, node) -> its pods there
     for i, u in enumerate(units):
         for p in u.pods:
             n = session.snap.node_by_name.get(p.node or "")
-            if n is not None and mask[n.index] and i not in per_node[n.index]:
-                per_node[n.index].append(i)
+            if n is not None and mask[n.index]:
+                if not pods_at[(i, n.index)]:
+                    per_node[n.index].append(i)
+                pods_at[(i, n.index)].append(p)
     candidates: list[Node] = []
     for n in index.nodes:
         if not mask[n.index]:
             continue
-        if n.index in per_node or _cap_now(n, rep) > 0:
+        if _cap_now(n, rep) > 0 or (n.index in per_node and _cap_freed(n, rep, [
+                q for i in per_node[n.index] for q in pods_at[(i, n.index)]]) > 0):
             candidates.append(n)
     if not candidates:
         return None
+    full = {n.index: _cap_freed(n, rep, [q for i in per_node.get(n.index, []) for q in pods_at[(i, n.index)]])
+            for n in candidates}
+    if sum(full.values()) < need:
+        return None  # even every candidate evicted would not make room: no search
+    # keep the model small: the nodes where room is cheapest, enough of them to leave the solver a choice
+    def cheapness(n: Node) -> tuple[int, int, str]:
+        """What making room for one pod on this node costs: the cost level and GPUs of the cheapest victims."""
+        if _cap_now(n, rep) > 0:
+            return (-1, 0, n.name)
+        victims = sorted(per_node.get(n.index, []), key=lambda i: (units[i].level, units[i].gpu))
+        taken: list[Pod] = []
+        for k, i in enumerate(victims):
+            taken += pods_at[(i, n.index)]
+            if _cap_freed(n, rep, taken) > 0:
+                return (max(units[j].level for j in victims[: k + 1]), sum(units[j].gpu for j in victims[: k + 1]),
+                        n.name)
+        return (1 << 30, 0, n.name)
+
+    must = keep_nodes or set()
+    candidates.sort(key=cheapness)
+    kept: list[Node] = [n for n in candidates if n.name in must]
+    room = sum(full[n.index] for n in kept)
+    for n in candidates:
+        if room >= 20 * need + 16 and len(kept) >= 400:
+            break
+        if n.name in must:
+            continue
+        kept.append(n)
+        room += full[n.index]
+    candidates = kept
+    on_kept = {i for n in candidates for i in per_node.get(n.index, [])}
+    for i, u in enumerate(units):  # a core is only useful with its elastic pods, and the other way round
+        if i in on_kept and not u.elastic:
+            on_kept |= {j for j, v in enumerate(units) if v.job is u.job}
     shared_on: dict[tuple[str, int], int] = defaultdict(int)
     if rep.gpu_whole:
         victim_nodes = {index.nodes[i].name for i in per_node}
@@ -182,7 +221,7 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
                 for d in p.devices:
                     shared_on[(p.node, d)] += 1
     model = cp_model.CpModel()
-    e = [model.new_bool_var(f"e{i}") for i in range(len(units))]
+    e = [model.new_bool_var(f"e{i}") if i in on_kept else model.new_constant(0) for i in range(len(units))]
     for i, u in enumerate(units):
         if u.elastic and u.core_of is not None:
             core = next(j for j, v in enumerate(units) if v.job is u.job and not v.elastic)
@@ -190,22 +229,22 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
     x: dict[str, cp_model.IntVar] = {}
     for n in candidates:
         victims = per_node.get(n.index, [])
-        freed_cpu = {i: sum(p.cpu for p in units[i].pods if p.node == n.name) for i in victims}
-        freed_mem = {i: sum(p.mem for p in units[i].pods if p.node == n.name) for i in victims}
-        freed_pods = {i: sum(1 for p in units[i].pods if p.node == n.name) for i in victims}
-        whole = {i: sum(p.gpu_whole for p in units[i].pods if p.node == n.name) for i in victims}
+        here = {i: pods_at[(i, n.index)] for i in victims}
+        freed_cpu = {i: sum(p.cpu for p in here[i]) for i in victims}
+        freed_mem = {i: sum(p.mem for p in here[i]) for i in victims}
+        freed_pods = {i: len(here[i]) for i in victims}
+        whole = {i: sum(p.gpu_whole for p in here[i]) for i in victims}
         # shared devices: free only when every pod on the device is a victim
         shared_terms = []
         if rep.gpu_whole:
             holders: dict[int, list[int]] = defaultdict(list)
             for i in victims:
-                for p in units[i].pods:
-                    if p.node == n.name and p.frac_devices:
+                for p in here[i]:
+                    if p.frac_devices:
                         for d in p.devices:
                             holders[d].append(i)
             for d, ids in holders.items():
-                if shared_on[(n.name, d)] != sum(1 for i in set(ids) for p in units[i].pods if p.node == n.name
-                                         and d in p.devices):
+                if shared_on[(n.name, d)] != sum(1 for i in set(ids) for p in here[i] if d in p.devices):
                     continue
                 s = model.new_bool_var(f"s{n.index}_{d}")
                 for i in set(ids):
@@ -222,24 +261,34 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
             model.add(xn * rep.mem <= n.free_mem + sum(freed_mem[i] * e[i] for i in victims))
         model.add(xn <= n.free_pods + sum(freed_pods[i] * e[i] for i in victims))
     model.add(sum(x.values()) == need)
+    for i in hint or []:
+        if i in on_kept:
+            model.add_hint(e[i], 1)
     for c in search.fair:
         model.add(sum(c.amount(units[i]) * e[i] for i in c.units) <= c.cap)
     for b, ids, _ in search.budgets:
         model.add(sum(sum(1 for p in units[i].pods if _matches(b, p)) * e[i] for i in ids) <= b.disruptions_allowed)
-    # stage 1: the highest cost level evicted, as low as possible
-    top_level = model.new_int_var(0, max((u.level for u in units), default=0), "top")
-    for i, u in enumerate(units):
-        model.add(top_level >= u.level * e[i])
-    model.minimize(top_level)
     solver = cp_model.CpSolver()
     solver.parameters.max_deterministic_time = time_limit
     solver.parameters.max_time_in_seconds = time_limit * 4
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = 7
-    status = solver.solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    model.add(top_level <= int(solver.value(top_level)))
+    levels = {u.level for u in units}
+    if len(levels) > 1:
+        # stage 1: the highest cost level evicted, as low as possible
+        top_level = model.new_int_var(0, max(levels), "top")
+        for i, u in enumerate(units):
+            model.add(top_level >= u.level * e[i])
+        model.minimize(top_level)
+        status = solver.solve(model)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        model.add(top_level <= int(solver.value(top_level)))
+        model.clear_hints()  # type: ignore[no-untyped-call]
+        for i in range(len(units)):
+            model.add_hint(e[i], int(solver.value(e[i])))
+        for xn in x.values():
+            model.add_hint(xn, int(solver.value(xn)))
     # stage 2: then fewer low levels, GPUs, runtime, pods (weights keep the order lexicographic)
     w_pods = 1
     w_run = w_pods * (sum(len(u.pods) for u in units) + 1)
@@ -249,17 +298,25 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float,
     w_level = w_gpu * (sum(gpu_tenths) + 1)
     model.minimize(sum(e[i] * (u.level * w_level + gpu_tenths[i] * w_gpu + runtime_min[i] * w_run + len(u.pods))
                        for i, u in enumerate(units)))
-    model.clear_hints()  # type: ignore[no-untyped-call]
-    for i in range(len(units)):
-        model.add_hint(e[i], int(solver.value(e[i])))
-    for xn in x.values():
-        model.add_hint(xn, int(solver.value(xn)))
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     chosen = [i for i in range(len(units)) if solver.value(e[i])]
     counts = {name: int(solver.value(xn)) for name, xn in x.items() if solver.value(xn)}
     return chosen, counts
+
+
+def _cap_freed(n: Node, pod: Pod, victims: list[Pod]) -> int:
+    """Pods of this shape the node could take if all these victims left (shared GPUs counted whole)."""
+    cap = n.alloc_pods - n.used_pods + len(victims)
+    if pod.gpu_whole:
+        freed = sum(p.gpu_whole for p in victims) + len({d for p in victims if p.frac_devices for d in p.devices})
+        cap = min(cap, (n.idle + freed) // pod.gpu_whole)
+    if pod.cpu:
+        cap = min(cap, (n.free_cpu + sum(p.cpu for p in victims)) // pod.cpu)
+    if pod.mem:
+        cap = min(cap, (n.free_mem + sum(p.mem for p in victims)) // pod.mem)
+    return max(0, cap)
 
 
 def _cap_now(n: Node, pod: Pod) -> int:
