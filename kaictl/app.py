@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import typer
 
+import kaictl.completion  # noqa: F401  (registers the shell completion classes)
 from kaictl.commands import explain, queue, snapshot
 from kaictl.commands.dryrun import dry_run_command
 from kaictl.commands.fairshare import fairshare_command
@@ -27,6 +28,17 @@ app.command("fairshare", help=fairshare_command.__doc__)(fairshare_command)
 app.command("dry-run", help=dry_run_command.__doc__)(dry_run_command)
 app.command("top", help=top_command.__doc__)(top_command)
 app.command("simulate", help=simulate_command.__doc__)(simulate_command)
+
+
+@app.command("__complete", hidden=True, context_settings={"ignore_unknown_options": True,
+                                                         "allow_extra_args": True})
+def complete(ctx: typer.Context) -> None:
+    """Completion for kubectl's plugin mechanism (kubectl_complete-kai)."""
+    from kaictl.completion import cobra_complete
+
+    for value in cobra_complete(list(ctx.args)):
+        typer.echo(value)
+    typer.echo(":4")
 
 
 @app.command()

@@ -24,6 +24,7 @@ from kaictl.commands.engine_input import (
     read_config,
     read_objects,
 )
+from kaictl.completion import complete_pod
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.actions.allocate import queue_key
 from kaid.api.config import SchedulerConfig
@@ -257,8 +258,11 @@ def _common(kind: str, name: str, namespace: str | None, output: str, snapshot: 
 NameArg = Annotated[str, typer.Argument(help="Name.")]
 
 
+PodArg = Annotated[str, typer.Argument(help="Pod name.", autocompletion=complete_pod)]
+
+
 @app.command("pod")
-def pod(name: NameArg, namespace: Namespace = None, output: Output = "table", snapshot: Snapshot = None,
+def pod(name: PodArg, namespace: Namespace = None, output: Output = "table", snapshot: Snapshot = None,
         kubeconfig: Kubeconfig = None, context: Context = None, config: ConfigFile = None) -> None:
     """Why this pod is pending (or was evicted)."""
     _common("pod", name, namespace, output, snapshot, kubeconfig, context, config)

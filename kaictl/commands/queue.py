@@ -24,6 +24,7 @@ from kaictl.commands.engine_input import (
     read_config,
     read_objects,
 )
+from kaictl.completion import complete_queue
 from kaictl.output import check_format, console, emit_data, err_console, fail
 from kaid.api import constants as c
 from kaid.api.crds import QueueSpec, validation_message
@@ -191,7 +192,7 @@ def create(
 
 @app.command("set")
 def set_(
-    name: Annotated[str, typer.Argument(help="Queue name.")],
+    name: Annotated[str, typer.Argument(help="Queue name.", autocompletion=complete_queue)],
     parent: Annotated[str | None, typer.Option("--parent")] = None,
     priority: Annotated[int | None, typer.Option("--priority")] = None,
     gpu_quota: Annotated[float | None, typer.Option("--gpu-quota")] = None,
@@ -240,7 +241,7 @@ def set_(
 
 @app.command("delete")
 def delete(
-    name: Annotated[str, typer.Argument(help="Queue name.")],
+    name: Annotated[str, typer.Argument(help="Queue name.", autocompletion=complete_queue)],
     force: Annotated[bool, typer.Option("--force", help="Delete even if it has child queues or jobs.")] = False,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
@@ -357,7 +358,7 @@ def _tree_order(rows: list[Obj]) -> list[Obj]:
 
 @app.command("describe")
 def describe(
-    name: Annotated[str, typer.Argument(help="Queue name.")],
+    name: Annotated[str, typer.Argument(help="Queue name.", autocompletion=complete_queue)],
     output: Output = "table",
     snapshot: Snapshot = None,
     kubeconfig: Kubeconfig = None,

@@ -1,0 +1,1 @@
+complete --command kaictl --no-files --arguments "(env _KAICTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) kaictl)" --condition "env _KAICTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) kaictl"
