@@ -125,8 +125,21 @@ class KubeClient:
             raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
         return payload
 
-    def get(self, path: str, **params: Any) -> Obj:
-        return self.request("GET", path, params=params or None)
+    def get(self, path: str, retries: int = 4, **params: Any) -> Obj:
+        """GET, retried on what passes: 429, 5xx (a CRD's storage initialising) and dropped connections."""
+        delay = 0.25
+        for attempt in range(retries + 1):
+            try:
+                return self.request("GET", path, params=params or None)
+            except ApiError as err:
+                if attempt == retries or not (err.status == 429 or err.status >= 500):
+                    raise
+            except (urllib3.exceptions.HTTPError, OSError):
+                if attempt == retries:
+                    raise
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
 
     def create(self, path: str, obj: Obj) -> Obj:
         return self.request("POST", path, obj)
