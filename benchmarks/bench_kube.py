@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import http.client
 import io
 import json
@@ -420,6 +421,23 @@ def scrape_kube_scheduler(cp: ControlPlane) -> str:
     return body
 
 
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _load_prctl()  # resolved here: no symbol lookup in the forked child
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: kaid gets SIGKILL if this process dies before it could stop it."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -466,7 +484,7 @@ class KaidProcess:
         with self.log.open("wb") as out:
             self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=out,
                                             stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def pid(self) -> int:
@@ -788,6 +806,8 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     """``prepare_cluster`` then ``repeat`` runs of each scheduler (alternating which goes first)."""
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
+    if opts.kaid_profile and repeat > 1:
+        raise ValueError("--kaid-profile profiles one run: use --repeat 1")
 
     def log(msg: str) -> None:
         if opts.progress:
@@ -799,8 +819,6 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     for r in range(repeat):
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
         for sched in order:
-            if opts.kaid_profile and sched == "kaid" and repeat > 1:
-                opts = Options(**{**opts.__dict__, "kaid_profile": f"{opts.kaid_profile}.{r}"})
             runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log))
     results = summarise(runs)
     k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
@@ -857,6 +875,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--schedulers takes a comma-separated subset of {','.join(SCHEDULERS)}")
         if args.qps <= 0:
             raise ValueError("--qps must be positive")
+        if args.kaid_profile and args.repeat > 1:
+            raise ValueError("--kaid-profile profiles one run: use --repeat 1")
         wl = build_workload(args.nodes, args.pods, args.gangs, args.gang_min, args.gang_max, args.queues, args.seed)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
@@ -880,10 +900,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cp.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     print(format_report(report))
-    if args.kaid_profile and "kaid" in schedulers:
-        for path in sorted({r.get("profile") or args.kaid_profile for r in [{}]}):
-            if Path(path).exists():
-                print(profile_summary(path, args.profile_top))
+    if args.kaid_profile and "kaid" in schedulers and Path(args.kaid_profile).exists():
+        print(profile_summary(args.kaid_profile, args.profile_top))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -90,6 +90,8 @@ class Outcome:
         self.pods: dict[str, Json] = {f"{p['namespace']}/{p['name']}": p for p in data["pods"]}
         self.pending: dict[str, Json] = {f"{j['namespace']}/{j['podGroup']}": j for j in data["pending"]}
         self.binds = [a for a in data["actions"] if a["type"] == "bind"]
+        self.evictions = [a for a in data["actions"] if a["type"] == "evict"]
+        self.pipelines = [a for a in data["actions"] if a["type"] == "pipeline"]
         for p in data["pods"]:
             assert p["status"] in STATUSES, f"pod {p['namespace']}/{p['name']} has unknown status {p['status']}"
 
@@ -118,6 +120,16 @@ class Outcome:
             raise AssertionError(f"pod {key} is {p['status']}, expected Running")
         return p
 
+    def evictions_of(self, key: str) -> list[Json]:
+        _split(key)
+        found = [a for a in self.evictions if a["pod"] == key]
+        if not found:
+            raise AssertionError(f"pod {key} was never evicted (evicted: {', '.join(self.evicted()) or '-'})")
+        return found
+
+    def evicted(self) -> list[str]:
+        return sorted({a["pod"] for a in self.evictions})
+
     def summary(self) -> str:
         lines = [f"  {k}: {p['status']} node={p['node']} gpus={p['gpus']} devices={p['gpuDevices']} "
                  f"group={p['podGroup']} queue={p['queue']}" for k, p in sorted(self.pods.items())]
@@ -125,6 +137,9 @@ class Outcome:
             lines.append(f"  pending {k}:")
             lines += [f"    {r['reason']}: {r['message']}" for r in j["reasons"]]
         lines += [f"  problem {p['kind']} {p['name']}: {p['reason']}: {p['message']}" for p in self.data["problems"]]
+        lines += [f"  cycle {a['cycle']} {a['type']} {a['pod']} on {a['node']} ({a['reason']}, by {a['by']})"
+                  + (f": {a['message']}" if a.get("message") else "")
+                  for a in self.data["actions"] if a["type"] != "bind"]
         return "\n".join(lines)
 
 
@@ -330,6 +345,74 @@ def check_bound_in_cycle(out: Outcome, spec: Any) -> None:
             raise AssertionError(f"pod {key} was bound in cycles {cycles}, expected once, in cycle {cycle}")
 
 
+def check_evicted(out: Outcome, spec: Any) -> None:
+    want = sorted(set(_list(spec, "evicted")))
+    for key in want:
+        _split(key)
+    got = out.evicted()
+    if got != want:
+        raise AssertionError(f"evicted pods are {got}, expected exactly {want}")
+
+
+def check_not_evicted(out: Outcome, spec: Any) -> None:
+    keys = _list(spec, "notEvicted")
+    for key in keys:
+        _split(key)
+    hit = [k for k in keys if any(a["pod"] == k for a in out.evictions)]
+    if hit:
+        raise AssertionError(f"pods {hit} were evicted, expected never")
+
+
+def _eviction_field(name: str, field: str) -> Callable[[Outcome, Any], None]:
+    def check(out: Outcome, spec: Any) -> None:
+        for key, want in _mapping(spec, name).items():
+            got = [a[field] for a in out.evictions_of(key)]
+            if any(g != want for g in got):
+                raise AssertionError(f"pod {key} was evicted with {field} {got}, expected {want!r}")
+    return check
+
+
+def check_evicted_in_cycle(out: Outcome, spec: Any) -> None:
+    for key, cycle in _mapping(spec, "evictedInCycle").items():
+        cycles = [a["cycle"] for a in out.evictions_of(key)]
+        if cycles != [cycle]:
+            raise AssertionError(f"pod {key} was evicted in cycles {cycles}, expected once, in cycle {cycle}")
+
+
+def check_eviction_messages(out: Outcome, spec: Any) -> None:
+    for key, parts in _mapping(spec, "evictionMessageContains").items():
+        messages = [a.get("message") or "" for a in out.evictions_of(key)]
+        for part in _list(parts, f"evictionMessageContains.{key}"):
+            if not any(part in m for m in messages):
+                raise AssertionError(f"no eviction message of {key} contains {part!r}; messages: {messages}")
+
+
+def check_pipelined(out: Outcome, spec: Any) -> None:
+    for key, node in _mapping(spec, "pipelined").items():
+        _split(key)
+        nodes = [a["node"] for a in out.pipelines if a["pod"] == key]
+        if not nodes:
+            raise AssertionError(f"pod {key} was never pipelined")
+        if node != "*" and node not in nodes:
+            raise AssertionError(f"pod {key} was pipelined onto {nodes}, expected {node}")
+
+
+ACTION_TYPES = {"bind", "evict", "pipeline"}
+ACTION_REASONS = {"allocate", "reclaim", "preempt", "consolidate", "stale-gang"}
+
+
+def check_actions_count(out: Outcome, spec: Any) -> None:
+    for key, n in _mapping(spec, "actionsCount").items():
+        kind, _, reason = str(key).partition("/")
+        if kind not in ACTION_TYPES or (reason and reason not in ACTION_REASONS):
+            raise ScenarioError(f"expect.actionsCount: {key!r} must be TYPE or TYPE/REASON with TYPE one of "
+                                f"{sorted(ACTION_TYPES)} and REASON one of {sorted(ACTION_REASONS)}")
+        got = [a for a in out.data["actions"] if a["type"] == kind and (not reason or a["reason"] == reason)]
+        if len(got) != n:
+            raise AssertionError(f"{len(got)} {key} actions, expected {n}: "
+                                 f"{[(a['cycle'], a['pod'], a['reason']) for a in got]}")
+
+
 CHECKS: dict[str, Callable[[Outcome, Any], None]] = {
     "running": check_running,
     "pending": check_pending,
@@ -355,6 +438,14 @@ CHECKS: dict[str, Callable[[Outcome, Any], None]] = {
     "problemMessageContains": check_problem_messages,
     "boundCount": check_bound_count,
     "boundInCycle": check_bound_in_cycle,
+    "evicted": check_evicted,
+    "notEvicted": check_not_evicted,
+    "evictedBy": _eviction_field("evictedBy", "by"),
+    "evictReason": _eviction_field("evictReason", "reason"),
+    "evictedInCycle": check_evicted_in_cycle,
+    "evictionMessageContains": check_eviction_messages,
+    "pipelined": check_pipelined,
+    "actionsCount": check_actions_count,
 }
 
 
@@ -423,3 +514,39 @@ def test_failed_expectation_is_reported() -> None:
     failures = check({"expect": {"running": {"ns/p": "*"}, "pending": ["ns/p"]}}, data)
     assert failures[0].startswith("running: pod ns/p is Pending")
     assert len(failures) == 2  # the failure and the outcome summary
+
+
+def test_enough_eviction_scenarios() -> None:
+    assert len(list(SCENARIO_DIR.glob("evict-*.yaml"))) >= 42
+
+
+def _evicting_outcome() -> Json:
+    pod: Json = {"namespace": "ns", "podGroup": "pg-pod-v", "queue": None, "node": None, "gpus": 0, "gpuDevices": [],
+           "gpuGroup": None}
+    return {"pods": [{**pod, "name": "v", "status": "Evicted"},
+                     {**pod, "name": "w", "podGroup": "job", "queue": "q", "status": "Pipelined", "node": "n"}],
+            "pending": [], "problems": [],
+            "actions": [{"cycle": 1, "type": "evict", "pod": "ns/v", "node": "n", "reason": "reclaim", "by": "ns/job",
+                         "message": "reclaimed for ns/job: queue q has 0 GPUs"},
+                        {"cycle": 1, "type": "pipeline", "pod": "ns/w", "node": "n", "reason": "reclaim",
+                         "by": "ns/job"}]}
+
+
+def test_eviction_expectations() -> None:
+    data = _evicting_outcome()
+    ok: Json = {"evicted": ["ns/v"], "notEvicted": ["ns/w"], "evictedBy": {"ns/v": "ns/job"},
+                "evictReason": {"ns/v": "reclaim"}, "evictedInCycle": {"ns/v": 1},
+                "evictionMessageContains": {"ns/v": ["queue q has 0 GPUs"]}, "pipelined": {"ns/w": "n"},
+                "actionsCount": {"evict": 1, "evict/reclaim": 1, "pipeline/preempt": 0, "bind": 0}}
+    assert check({"expect": ok}, data) == []
+    bad: Json = {"evicted": [], "notEvicted": ["ns/v"], "evictedBy": {"ns/v": "ns/other"},
+                 "evictReason": {"ns/v": "preempt"}, "evictedInCycle": {"ns/v": 2},
+                 "evictionMessageContains": {"ns/v": ["fair share of 9"]}, "pipelined": {"ns/w": "m", "ns/v": "*"},
+                 "actionsCount": {"evict/reclaim": 2}}
+    failures = check({"expect": bad}, data)
+    assert [f.split(":")[0] for f in failures[:-1]] == list(bad)
+
+
+def test_actions_count_rejects_unknown_kinds() -> None:
+    with pytest.raises(ScenarioError, match="TYPE or TYPE/REASON"):
+        check({"expect": {"actionsCount": {"evict/steal": 1}}}, _evicting_outcome())
