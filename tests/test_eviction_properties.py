@@ -15,12 +15,11 @@ from, and the properties below are checked over the whole run:
   bound in the next cycle;
 - every consolidation plan places every moved pod again;
 - non-preemptible pods are never victims, except of stale-gang eviction;
-- a reclaim or preempt victim frees room where its beneficiary lands (strict xfail: engine bug);
-- the no-oscillation properties also hold when running pods carry no device annotation (strict xfail:
-  engine bug).
+- a reclaim or preempt victim frees room where its beneficiary lands;
+- the no-oscillation properties also hold when running pods carry no device annotation.
 
-The xfail tests carry an explicit ``@example`` that shows the bug, so that they fail every time and not
-only when hypothesis happens to find a case.
+The last two carry an explicit ``@example`` of the engine bug they once caught, so that it is tried every
+run and not only when hypothesis happens to find a case.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -328,8 +326,6 @@ UNANNOTATED = Case([node("n0", gpus=4), queue("org"), queue("d0", "org", gpu=(2,
                SchedulerConfig(), spread=False, broken=False)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: pipelined pods are never bound when the pods left on their "
-                   "node carry no kai.scheduler/gpu-devices annotation (see evict-pipelined-binds-unannotated-node)")
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(case=UNANNOTATED)
 @given(case=cases())
@@ -349,8 +345,6 @@ PINNED = Case([node("n0", gpus=1, labels={"pool": "a"}), node("n1", gpus=1, labe
               SchedulerConfig.model_validate({"placement": {"gangSolver": "greedy"}}), spread=False, broken=False)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: first-fit victim search keeps every victim it tried, also those "
-                   "on nodes where the preemptor cannot land (see evict-victim-only-where-it-helps-greedy)")
 @SETTINGS
 @example(case=PINNED)
 @given(case=cases())

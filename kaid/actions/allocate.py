@@ -149,7 +149,7 @@ def _shape_key(p: Pod, n: int) -> tuple[object, ...]:
     return (p.sig, p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.frac_devices, p.cpu, p.mem, n)
 
 
-def _domain_of_running(job: Job, session: Session) -> bytearray | None:
+def domain_of_running(job: Job, session: Session) -> bytearray | None:
     """For a job with a required topology level that already runs: the nodes of its domain."""
     if not job.required_level:
         return None
@@ -190,7 +190,7 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
         topo = topo_of(job, session)
         plan = gang.place(batch, index, spread, topo, cfg.placement.gangSolver,
                           cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers,
-                          within=_domain_of_running(job, session))
+                          within=domain_of_running(job, session))
         stats.solver_s += plan.solver_s
         stats.solves += plan.solves
         over = charged_violation(queue, job, plan.placements) if plan.placements else None

@@ -5,7 +5,7 @@ hold."""
 
 from __future__ import annotations
 
-from kaid.actions.allocate import topo_of
+from kaid.actions.allocate import domain_of_running, topo_of
 from kaid.actions.evictions import EvictionStats, VictimStats, min_runtime, needed, pending_jobs
 from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.session import Session, job_request, ref_node
@@ -63,7 +63,8 @@ def consolidate(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[
         plan = None
         while True:
             plan = gang.place(batch, index, cfg.placement.gpu == "spread", topo_of(job, session), "greedy",
-                              cfg.placement.solverTimeLimitSeconds).placements or None
+                              cfg.placement.solverTimeLimitSeconds,
+                              within=domain_of_running(job, session)).placements or None
             if plan is not None:
                 break
             step = _make_room(session, shape, mask, emptied, job.key, moves_left - moved, used_budget)

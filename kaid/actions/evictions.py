@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaid.actions.allocate import queue_key, topo_of
+from kaid.actions.allocate import domain_of_running, queue_key, topo_of
 from kaid.actions.limits import charged_violation, fmt, limit_violation
 from kaid.actions.session import Session, job_request, ref_node
 from kaid.actions.victims import (
@@ -85,12 +85,13 @@ def pending_jobs(session: Session) -> list[tuple[Job, Queue]]:
 
 
 def needed(job: Job) -> list[Pod]:
+    """The pods a job waits for: its gang (up to minMember), or one elastic pod once the gang runs."""
     pending = [p for p in job.pods if p.status == "Pending"]
     active = sum(1 for p in job.pods if p.active or p.status == "Allocated")
     need = job.min_member - active
-    if need <= 0 or need > len(pending):
+    if need > len(pending) or not pending:
         return []
-    return pending[:need]
+    return pending[:need] if need > 0 else pending[:1]
 
 
 def _gpus(milli: int) -> str:
@@ -102,19 +103,27 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
     snap = session.snap
     ref = ref_node(snap)
     unit_cache: _UnitCache = {}
+    searches = 0
+    failed_shapes: set[tuple[object, ...]] = set()
     for job, q in pending_jobs(session):
         batch = needed(job)
         if not batch:
             continue
+        shape = (q.name, len(batch), batch[0].gpu_whole, batch[0].gpu_frac, batch[0].cpu, batch[0].mem,
+                 batch[0].sig, job.priority, job.preemptible, job.topology)
+        if shape in failed_shapes:
+            continue  # a job just like it in the same queue found no victims this cycle
         req = job_request(batch, ref)
         r = GPU if req[GPU] else CPU
         if action == "reclaim" and limit_violation(q, req, job) is not None:
             continue  # its own queue's limit blocks it; taking from others cannot help
-        if action == "preempt" and job.preempt_never:
-            if any(v.preemptible and v.priority < job.priority and v.active_count() for v in q.jobs):
+        if job.preempt_never:
+            # Kubernetes' preemptionPolicy: Never means it evicts nobody: not in its queue, not in others
+            if action == "preempt" and any(v.preemptible and v.priority < job.priority and v.active_count()
+                                           for v in q.jobs):
                 reasons.setdefault(job.key, []).append(Reason(
                     "PreemptionNever", f"priority class {job.priority_class} has preemptionPolicy: Never, so this "
-                    "job waits for free resources instead of preempting lower-priority jobs of its queue"))
+                    "job waits for free resources instead of evicting other jobs"))
             continue
         units: list[Unit] = []
         protected = 0
@@ -122,6 +131,8 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
         why_not: list[str] = []
         if action == "reclaim":
             if q.allocated[r] + req[r] > q.fair[r]:
+                if not any(o.allocated[r] > 0 for o in snap.queues.values() if not o.children and o is not q):
+                    continue  # no other queue holds anything: there is nothing to take back
                 reasons.setdefault(job.key, []).append(Reason(
                     "ReclaimNotPossible", f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} "
                     f"allocated + {fmt(r, req[r])} > {fmt(r, q.fair[r])}), so it cannot take resources back from "
@@ -163,24 +174,30 @@ def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, 
                     "ReclaimNotPossible" if action == "reclaim" else "PreemptNotPossible",
                     f"could not {action}: {why_not[0]}", {"protectedPods": protected}))
             continue
+        if searches >= cfg.maxVictimSearches:
+            break
+        searches += 1
         rank(units)
         search = Search(units)
         for y, ids in fair.values():
             search.fair.append(Constraint(ids, y.allocated[r] - y.fair[r], y.name, gpu=r == GPU))
         add_budgets(search, snap.budgets)
         done = _try(session, cfg, job, q, batch, search, action, stats, req, r)
+        if not done:
+            failed_shapes.add(shape)
         if not done and action == "reclaim":
             reasons.setdefault(job.key, []).append(Reason(
                 "ReclaimNotPossible",
                 f"could not reclaim: even evicting every allowed candidate ({len(units)} groups of pods in queues "
                 "above their fair share) would not make room for the job without pushing one of those queues "
-                "below its fair share or breaking a PodDisruptionBudget", {"candidates": len(units)}))
+                "below its fair share or breaking a PodDisruptionBudget" + _budget_note(search),
+                {"candidates": len(units)}))
         elif not done:
             reasons.setdefault(job.key, []).append(Reason(
                 "PreemptNotPossible",
                 f"could not preempt: even evicting all {len(units)} lower-priority preemptible pod groups of queue "
-                f"{q.name} would not let this job fit (in free resources and within its queue's limits and quota)",
-                {"candidates": len(units)}))
+                f"{q.name} would not let this job fit (in free resources and within its queue's limits and quota)"
+                + _budget_note(search), {"candidates": len(units)}))
         else:
             reasons.pop(job.key, None)
 
@@ -227,17 +244,48 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
     def place() -> Placements | None:
         if limit_violation(q, req, job) is not None:
             return None
-        plan = gang.place(batch, index, spread, topo, "greedy", cfg.placement.solverTimeLimitSeconds)
+        plan = gang.place(batch, index, spread, topo, "greedy", cfg.placement.solverTimeLimitSeconds,
+                          within=domain_of_running(job, session))
         if not plan.placements or charged_violation(q, job, plan.placements) is not None:
             return None
         return plan.placements
 
     if not _could_fit(session, batch, search):
         return False
+    mask = index.static_mask(batch[0])
+    gpus_needed = sum(p.gpu_whole for p in batch)
+
+    def enough() -> bool:
+        return sum(n.idle for n in index.nodes if mask[n.index]) >= gpus_needed
+
+    def useful(i: int) -> bool:
+        """A victim helps only if one of its pods is on a node the job may use."""
+        return any(mask[session.snap.node_by_name[p.node].index] for p in search.units[i].pods
+                   if p.node in session.snap.node_by_name)
+
+    def pruned(found: tuple[list[int], Placements] | None) -> tuple[list[int], Placements] | None:
+        """Drop victims that share no node with the placement, if the job still fits without them."""
+        if found is None:
+            return None
+        used = {n.name for _, n, _ in found[1]}
+        keep = [i for i in found[0] if any(p.node in used for p in search.units[i].pods)]
+        if len(keep) == len(found[0]):
+            return found
+        session.rollback(cp)
+        for i in keep:
+            evict(i)
+        plan = place()
+        if plan is not None:
+            return keep, plan
+        session.rollback(cp)
+        for i in found[0]:
+            evict(i)
+        return found
+
     homogeneous = all((p.gpu_whole, p.cpu, p.mem, p.sig) == (batch[0].gpu_whole, batch[0].cpu, batch[0].mem,
                                                               batch[0].sig) and not p.frac_devices for p in batch)
     # first-fit first: the answer to beat, the solver's hint, and the fallback
-    baseline = first_fit(session, search, evict, place)
+    baseline = pruned(first_fit(session, search, evict, place, enough, useful))
     session.rollback(cp)
     result: tuple[list[int], Placements] | None = None
     method = "first-fit"
@@ -258,7 +306,7 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
             else:
                 session.rollback(cp)
     if result is None and baseline is not None:
-        result = first_fit(session, search, evict, place)
+        result = pruned(first_fit(session, search, evict, place, enough, useful))
     if result is None:
         session.rollback(cp)
         return False
@@ -270,6 +318,13 @@ def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list
         sum(p.gpu_milli_on(n) for p, n, _ in plan) / 1000, sum(len(search.units[i].pods) for i in chosen),
         len(chosen)))
     return True
+
+
+def _budget_note(search: Search) -> str:
+    """Names the PodDisruptionBudgets that stood in the way, if any did."""
+    tight = sorted({f"{b.namespace}/{b.name} (allows {b.disruptions_allowed})" for b, ids, _ in search.budgets
+                    if sum(len(search.units[i].pods) for i in ids) > b.disruptions_allowed})
+    return f"; PodDisruptionBudget {', '.join(tight)} protects some of them" if tight else ""
 
 
 def cost(search: Search, chosen: list[int]) -> tuple[int, int, float, int]:

@@ -128,9 +128,12 @@ def fair_ok(search: Search, chosen: set[int]) -> bool:
 
 # ----------------------------------------------------------------------------------------- first fit
 def first_fit(session: Session, search: Search, evict: Callable[[int], None],
-              place: Callable[[], Placements | None]) -> tuple[list[int], Placements] | None:
+              place: Callable[[], Placements | None],
+              enough: Callable[[], bool] | None = None,
+              useful: Callable[[int], bool] | None = None) -> tuple[list[int], Placements] | None:
     """Evict candidates in cost order until the job fits. Leaves the evictions in the session."""
-    order = sorted(range(len(search.units)), key=lambda i: search.units[i].key)
+    order = sorted((i for i in range(len(search.units)) if useful is None or useful(i)),
+                   key=lambda i: search.units[i].key)
     chosen: set[int] = set()
     for i in order:
         if i in chosen:
@@ -145,6 +148,8 @@ def first_fit(session: Session, search: Search, evict: Callable[[int], None],
         for j in sorted(group - chosen):
             evict(j)
         chosen = trial
+        if enough is not None and not enough():
+            continue  # not even the freed capacity in total would do: no placement to try yet
         plan = place()
         if plan is not None:
             return sorted(chosen), plan

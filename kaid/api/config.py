@@ -50,6 +50,8 @@ class SchedulerConfig(BaseModel):
     usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
     staleGangGraceSeconds: float = Field(60.0, description="Negative means never evict stale gangs.")
     maxConsolidationMoves: int = Field(8, ge=0)
+    maxVictimSearches: int = Field(64, ge=0, description="Pending jobs each of reclaim and preempt may try per "
+                                   "cycle; the rest wait for the next cycle (bounds the cycle on deep backlogs).")
     leaderElection: LeaderElectionConfig = LeaderElectionConfig()
     metricsPort: int = Field(8080, ge=0, le=65535, description="0 turns the metrics and health server off.")
     createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")

@@ -249,13 +249,15 @@ def _occupy(node: Node, pod: Pod) -> None:
     node.used_mem += pod.mem
     node.used_pods += 1
     if pod.gpu_whole and node.gpus:
-        # the devices it recorded first (even if another pod holds them: an over-committed node shows as
-        # a device above 1000), then idle ones, then any: the total is never lost
-        wanted = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus][: pod.gpu_whole]
-        for d in range(node.gpus):
+        # the devices it recorded while they are free, then other idle ones, then the recorded ones anyway
+        # and then any (an over-committed node shows as a device above 1000): the total is never lost
+        recorded = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus]
+        wanted = [d for d in recorded if node.dev_used[d] == 0][: pod.gpu_whole]
+        idle = [d for d in range(node.gpus) if node.dev_used[d] == 0]
+        for d in [*idle, *recorded]:
             if len(wanted) >= pod.gpu_whole:
                 break
-            if node.dev_used[d] == 0 and d not in wanted:
+            if d not in wanted:
                 wanted.append(d)
         for d in range(node.gpus):
             if len(wanted) >= pod.gpu_whole:
@@ -475,6 +477,9 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
         _read_podgroup(obj, jobs, problems)
 
     pods: list[Pod] = []
+    # pods holding resources, accounted after all are read: those that recorded their GPUs first, then
+    # the others, then pipelined pods, which take what is left
+    holders: list[tuple[int, Node, Pod]] = []
     for obj in inp.pods:
         spec = obj.get("spec") or {}
         phase = (obj.get("status") or {}).get("phase")
@@ -493,11 +498,11 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
             pod.status = "Pipelined"
             pod.pipeline_action = _annotations(obj).get(c.PIPELINED_ACTION_ANNOTATION, "")
             if node is not None:
-                _occupy(node, pod)
+                holders.append((2, node, pod))
         elif pod.node:
             pod.status = "Releasing" if pod.releasing else ("Running" if pod.phase == "Running" else "Bound")
             if node is not None:
-                _occupy(node, pod)
+                holders.append((0 if pod.devices else 1, node, pod))
         if not ours:
             continue
         if not pod.node and pod.releasing:
@@ -508,6 +513,9 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
         pod.job = job
         job.pods.append(pod)
 
+    holders.sort(key=lambda h: h[0])
+    for _, node, pod in holders:
+        _occupy(node, pod)
     for job in jobs.values():
         _finish_job(job, queues, pcs, topologies, inp)
         if job.stale_since is None:  # jobs without a PodGroup object keep the mark on their pods

@@ -1,0 +1,507 @@
+"""Helpers for the end-to-end tests of ``kaid run``: the daemon as a child process, object builders,
+a pod watch recorder and small waits. Everything listens on 127.0.0.1 and every wait is bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .controlplane import REPO_ROOT, ApiError, ControlPlane
+
+Obj = dict[str, Any]
+
+KAID = Path(sys.executable).with_name("kaid")
+MANIFESTS = REPO_ROOT / "manifests"
+EXAMPLES = MANIFESTS / "examples"
+SCHEDULER = "kai-scheduler"
+KAI_NAMESPACE = "kai-scheduler"
+POOL_LABEL = "kai-e2e.test/pool"
+QUEUE_LABEL = "kai.scheduler/queue"
+IMAGE = "registry.example/kai/fake:1"
+PODGROUPS = "/apis/scheduling.run.ai/v2alpha2"
+QUEUES = "/apis/scheduling.run.ai/v2/queues"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def base_config() -> Obj:
+    """The scheduler config shipped in manifests/config.yaml (the ConfigMap's ``config.yaml``)."""
+    cm = yaml.safe_load((MANIFESTS / "config.yaml").read_text())
+    cfg: Obj = yaml.safe_load(cm["data"]["config.yaml"])
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------
+# kaid as a child process
+
+
+class Kaid:
+    """One ``kaid run`` process with its own config file, log file and metrics port."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        identity: str,
+        lease: str,
+        *,
+        lease_duration: float = 15.0,
+        renew_interval: float = 2.0,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.identity = identity
+        self.kubeconfig = kubeconfig
+        self.port = free_port()
+        self.log_path = workdir / f"kaid-{identity}.log"
+        self.config_path = workdir / f"kaid-{identity}.yaml"
+        cfg = base_config()
+        cfg["leaderElection"] = {
+            "enabled": True,
+            "namespace": KAI_NAMESPACE,
+            "name": lease,
+            "leaseDurationSeconds": lease_duration,
+            "renewIntervalSeconds": renew_interval,
+        }
+        cfg.update(overrides or {})
+        self.config_path.write_text(yaml.safe_dump(cfg))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> Kaid:
+        if self.running():
+            raise RuntimeError(f"kaid {self.identity} is already running")
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {self.starts + 1} ---\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [
+                    str(KAID), "run",
+                    "--kubeconfig", str(self.kubeconfig),
+                    "--config", str(self.config_path),
+                    "--identity", self.identity,
+                    "--metrics-port", str(self.port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        self.starts += 1
+        return self
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        def ready() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"kaid {self.identity} exited with {self.process.returncode}:\n{self.log()}")
+            return self.get("/readyz")[0] == 200
+
+        wait_for(ready, timeout, f"kaid {self.identity} /readyz")
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        """GET on the metrics/health server; (0, error) when it does not answer."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read().decode()
+        except OSError as exc:
+            return 0, str(exc)
+        finally:
+            conn.close()
+
+    def metrics(self) -> str:
+        status, body = self.get("/metrics")
+        assert status == 200, f"/metrics of kaid {self.identity}: {status} {body}"
+        return body
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """The value of one sample of ``/metrics`` (None when absent)."""
+        return metric_value(self.metrics(), name, labels)
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all (the Lease is not released)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; SIGKILL after ``timeout`` (then AssertionError). Returns the exit status."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"kaid {self.identity} ignored SIGTERM for {timeout:.0f}s") from None
+        return int(self.process.returncode)
+
+    def stop(self) -> None:
+        """Teardown: SIGTERM, then SIGKILL the process group after a short grace."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        # Whatever the daemon started in its own session goes too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+    def log(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def full_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    want = dict(labels or {})
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, rest = head.partition("{")
+        if metric != name:
+            continue
+        have: dict[str, str] = {}
+        for part in rest.rstrip("}").split(","):
+            if "=" in part:
+                k, _, v = part.partition("=")
+                have[k.strip()] = v.strip().strip('"')
+        if all(have.get(k) == v for k, v in want.items()):
+            return float(value)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Object builders
+
+
+def queue(
+    name: str,
+    gpu_quota: float,
+    gpu_limit: float = -1,
+    *,
+    weight: float = 1,
+    parent: str | None = None,
+    priority: int = 100,
+) -> Obj:
+    """A Queue with every value explicit (cpu and memory: no quota, no limit)."""
+    spec: Obj = {
+        "priority": priority,
+        "resources": {
+            "gpu": {"quota": gpu_quota, "limit": gpu_limit, "overQuotaWeight": weight},
+            "cpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+            "memory": {"quota": 0, "limit": -1, "overQuotaWeight": 1},
+        },
+    }
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_spec(pool: str, gpus: float = 1, *, priority_class: str | None = None, restart: str = "Always") -> Obj:
+    container: Obj = {"name": "main", "image": IMAGE}
+    if gpus >= 1:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(int(gpus))}}
+    spec: Obj = {
+        "schedulerName": SCHEDULER,
+        "nodeSelector": {POOL_LABEL: pool},
+        "terminationGracePeriodSeconds": 0,
+        "restartPolicy": restart,
+        "containers": [container],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec
+
+
+def pod(
+    name: str,
+    pool: str,
+    queue_name: str,
+    gpus: float = 1,
+    *,
+    priority_class: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue_name}, "annotations": dict(annotations or {})},
+        "spec": pod_spec(pool, gpus, priority_class=priority_class),
+    }
+
+
+def gang_job(name: str, pool: str, queue_name: str, size: int, gpus: int = 1, *, min_member: int | None = None) -> Obj:
+    """A batch Job of ``size`` pods that must start together (``kai.scheduler/batch-min-member``)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "labels": {QUEUE_LABEL: queue_name},
+            "annotations": {"kai.scheduler/batch-min-member": str(min_member or size)},
+        },
+        "spec": {
+            "parallelism": size,
+            "completions": size,
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(pool, gpus, restart="Never")},
+        },
+    }
+
+
+def deployment(name: str, pool: str, queue_name: str, annotations: Mapping[str, str], replicas: int = 1) -> Obj:
+    """A Deployment whose pods ask for a shared GPU through annotations (no nvidia.com/gpu limit)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, QUEUE_LABEL: queue_name}, "annotations": dict(annotations)},
+                "spec": pod_spec(pool, 0),
+            },
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the cluster
+
+
+def pods_of(cp: ControlPlane, namespace: str, selector: str | None = None) -> list[Obj]:
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    if selector:
+        path += "?labelSelector=" + urllib.parse.quote(selector)
+    items: list[Obj] = cp.request("GET", path)["items"]
+    return items
+
+
+def bound(pods: Sequence[Obj]) -> list[Obj]:
+    return [p for p in pods if p["spec"].get("nodeName")]
+
+
+def get_or_none(cp: ControlPlane, path: str) -> Obj | None:
+    try:
+        obj: Obj = cp.request("GET", path)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return obj
+
+
+def podgroup(cp: ControlPlane, namespace: str, name: str) -> Obj | None:
+    return get_or_none(cp, f"{PODGROUPS}/namespaces/{namespace}/podgroups/{name}")
+
+
+def last_condition(pg: Obj | None) -> Obj:
+    conds = ((pg or {}).get("status") or {}).get("schedulingConditions") or [{}]
+    last: Obj = conds[-1]
+    return last
+
+
+def reason_codes(pg: Obj | None) -> list[str]:
+    return [str(r.get("reason")) for r in last_condition(pg).get("reasons") or []]
+
+
+def events(cp: ControlPlane, namespace: str, reason: str | None = None) -> list[Obj]:
+    path = f"/api/v1/namespaces/{namespace}/events"
+    if reason:
+        path += "?fieldSelector=" + urllib.parse.quote(f"reason={reason}")
+    items: list[Obj] = cp.request("GET", path)["items"]
+    return items
+
+
+def pod_condition(pod_obj: Obj, kind: str) -> Obj | None:
+    for cond in (pod_obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            found: Obj = cond
+            return found
+    return None
+
+
+def lease_holder(cp: ControlPlane, name: str) -> str | None:
+    lease = get_or_none(cp, f"/apis/coordination.k8s.io/v1/namespaces/{KAI_NAMESPACE}/leases/{name}")
+    return None if lease is None else (lease.get("spec") or {}).get("holderIdentity")
+
+
+# --------------------------------------------------------------------------------------------------
+# A pod watch that records every version of every pod of a namespace
+
+
+@dataclass
+class PodVersion:
+    at: float
+    type: str  # ADDED, MODIFIED, DELETED
+    uid: str
+    name: str
+    node: str
+    deleting: bool
+    conditions: list[Obj]
+    labels: dict[str, str]
+
+
+@dataclass
+class PodWatch:
+    """Streams ``watch`` events of the pods of one namespace (as admin) into ``versions``."""
+
+    cp: ControlPlane
+    namespace: str
+    versions: list[PodVersion] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _conn: http.client.HTTPSConnection | None = None
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _context(self) -> ssl.SSLContext:
+        config = yaml.safe_load(self.cp.kubeconfig.read_text())
+        user = config["users"][0]["user"]
+        ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
+        ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+        return ctx
+
+    def start(self) -> PodWatch:
+        listing = self.cp.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+        for item in listing["items"]:
+            self._record("ADDED", item)
+        rv = listing["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, args=(rv,), name="pod-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self, rv: str) -> None:
+        ctx = self._context()
+        port = urllib.parse.urlparse(self.cp.server).port
+        while not self._stop.is_set():
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=600)
+            self._conn = conn
+            try:
+                conn.request(
+                    "GET",
+                    f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+                    f"&resourceVersion={rv}&timeoutSeconds=300",
+                )
+                response = conn.getresponse()
+                if response.status != 200:
+                    self.errors.append(f"watch: HTTP {response.status}: {response.read()[:500]!r}")
+                    return
+                while not self._stop.is_set():
+                    line = response.readline()
+                    if not line:
+                        break
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        self.errors.append(f"watch error: {obj}")
+                        return
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if event.get("type") != "BOOKMARK":
+                        self._record(str(event.get("type")), obj)
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                if not self._stop.is_set():
+                    self.errors.append(f"watch: {exc!r}")
+                    time.sleep(0.2)
+            finally:
+                conn.close()
+
+    def _record(self, kind: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        version = PodVersion(
+            at=time.monotonic(),
+            type=kind,
+            uid=str(meta.get("uid")),
+            name=str(meta.get("name")),
+            node=str((obj.get("spec") or {}).get("nodeName") or ""),
+            deleting=bool(meta.get("deletionTimestamp")),
+            conditions=list((obj.get("status") or {}).get("conditions") or []),
+            labels=dict(meta.get("labels") or {}),
+        )
+        with self._lock:
+            self.versions.append(version)
+
+    def snapshot(self) -> list[PodVersion]:
+        with self._lock:
+            return list(self.versions)
+
+    def stop(self) -> None:
+        self._stop.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def by_uid(self) -> dict[str, list[PodVersion]]:
+        out: dict[str, list[PodVersion]] = {}
+        for v in self.snapshot():
+            out.setdefault(v.uid, []).append(v)
+        return out
+
+
+@contextlib.contextmanager
+def watching(cp: ControlPlane, namespace: str) -> Iterator[PodWatch]:
+    watch = PodWatch(cp, namespace).start()
+    try:
+        yield watch
+    finally:
+        watch.stop()
+
+
+def kubectl_json(cp: ControlPlane, *args: str) -> Any:
+    return json.loads(cp.kubectl(*args, "-o", "json").stdout)

@@ -1,0 +1,81 @@
+"""Smoke test of benchmarks/bench_kube.py on a tiny cluster: both schedulers run against a real control plane,
+every pod gets bound, kaid keeps its gangs whole, and the report is complete.
+
+The benchmark starts (and stops) its own control plane rather than sharing the session's ``control_plane``
+fixture: it installs kai's manifests, scales the kaid Deployment to 0, adds GPU nodes and starts
+kube-scheduler, all of which would change what the other end-to-end tests see.
+
+Nothing here looks at how long anything took (DESIGN section 5: benchmarks never fail on time).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ is not an installed package
+
+from benchmarks import bench_kube as bench  # noqa: E402
+
+TINY = ["--nodes", "5", "--pods", "40", "--gangs", "2", "--gang-min", "4", "--gang-max", "8", "--queues", "2",
+        "--qps", "50", "--timeout", "180", "--seed", "1", "--quiet"]
+
+RESULT_KEYS = {"create_s", "first_bind_s", "all_bound_s", "pods_per_s", "pods_per_s_binding", "pods_bound",
+               "gangs_whole", "gangs_partial", "max_gpus_on_a_node", "overcommitted_nodes", "scheduler_cpu_s",
+               "apiserver_cpu_s", "runs", "all_bound_every_run"}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench-kube") / "report.json"
+    assert bench.main([*TINY, "--json", str(out)]) == 0
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return data
+
+
+def test_report_has_both_schedulers(report: dict[str, Any]) -> None:
+    assert {"benchmark", "args", "machine", "workload", "results", "ratios", "runs"} <= set(report)
+    assert set(report["results"]) == {"kaid", "kube-scheduler"}
+    for sched in ("kaid", "kube-scheduler"):
+        assert set(report["results"][sched]) >= RESULT_KEYS, RESULT_KEYS - set(report["results"][sched])
+    assert [r["scheduler"] for r in report["runs"]] == ["kaid", "kube-scheduler"]
+    assert "pods_per_s" in report["ratios"]
+    assert len(report["machine"]["loadavg_before"]) == 3
+    assert len(report["machine"]["loadavg"]) == 3
+    wl = report["workload"]
+    assert wl["pods"] == 40 and wl["gangs"] == 2 and wl["nodes"] == 5
+    assert wl["single_pods"] + wl["gang_pods"] == 40
+
+
+def test_every_pod_bound_by_both(report: dict[str, Any]) -> None:
+    for run in report["runs"]:
+        assert run["all_bound"], run
+        assert run["pods_bound"] == 40
+        assert run["bound_before_start"] == 0  # nothing scheduled the pods before the scheduler under test
+        assert run["overcommitted_nodes"] == 0
+        assert run["max_gpus_on_a_node"] <= 8
+        assert run["gangs_whole"] == 2 and run["gangs_partial"] == 0
+
+
+def test_kaid_metrics_and_podgroups(report: dict[str, Any]) -> None:
+    (kaid,) = [r for r in report["runs"] if r["scheduler"] == "kaid"]
+    assert kaid["podgroups_created"] == 2  # the gangs; kaid's podgrouper makes the single pods' own
+    metrics = kaid["kaid"]
+    assert metrics["binds_ok"] >= 40 and metrics["binds_failed"] == 0
+    assert metrics["cycles"] >= 1
+    assert {"snapshot", "decide", "apply", "status"} <= set(metrics["phases"])
+    assert sum(c["bound"] for c in kaid["kaid_cycles"]) == 40
+    (kube,) = [r for r in report["runs"] if r["scheduler"] == "kube-scheduler"]
+    assert "podgroups_created" not in kube  # no gang semantics for kube-scheduler
+
+
+def test_bad_arguments_are_refused() -> None:
+    assert bench.main(["--nodes", "1", "--pods", "9", "--gangs", "0", "--quiet"]) == 2  # 9 pods > 8 GPUs
+    assert bench.main(["--nodes", "5", "--pods", "10", "--gangs", "3", "--gang-min", "8", "--quiet"]) == 2
+    assert bench.main(["--schedulers", "volcano", "--quiet"]) == 2

@@ -1,0 +1,763 @@
+"""End-to-end tests of ``kaid run`` on the real control plane (etcd, kube-apiserver, controller manager,
+kwok GPU nodes): the acceptance points of the daemon.
+
+Every kaid here runs with a token of the ServiceAccount that ``manifests/`` creates, so the tests also
+prove that its ClusterRole suffices. Each test works in its own namespace, on its own fake nodes (pods
+carry a nodeSelector for them; the nodes are cordoned afterwards), with its own queues (deleted
+afterwards) and its own leader-election Lease, so tests do not see each other's work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaid.api.config import SchedulerConfig
+from kaid.model.build import build_snapshot
+
+from .controlplane import ControlPlane
+from .kaid_helpers import (
+    EXAMPLES,
+    KAI_NAMESPACE,
+    KAID,
+    MANIFESTS,
+    POOL_LABEL,
+    QUEUE_LABEL,
+    QUEUES,
+    Kaid,
+    Obj,
+    bound,
+    deployment,
+    events,
+    gang_job,
+    last_condition,
+    lease_holder,
+    metric_value,
+    pod,
+    pod_condition,
+    podgroup,
+    pods_of,
+    queue,
+    reason_codes,
+    wait_for,
+    watching,
+)
+
+BIND_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class KaiInstall:
+    apply_output: str
+    queues_output: str
+    kubeconfig: Path  # a token of ServiceAccount kai-scheduler/kai-scheduler
+
+
+def _suffix() -> str:
+    return uuid.uuid4().hex[:5]
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="module")
+def kai(control_plane: ControlPlane) -> KaiInstall:
+    """``kubectl apply -k manifests/``, then the default queues once the Queue CRD is served."""
+    cp = control_plane
+    applied = cp.kubectl("apply", "-k", str(MANIFESTS))
+
+    def served() -> bool:
+        names = cp.kubectl("api-resources", "--api-group=scheduling.run.ai", "-o", "name", check=False).stdout.split()
+        return {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai"} <= set(names)
+
+    wait_for(served, 60, "the Queue and PodGroup CRDs to be served")
+    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/queues.scheduling.run.ai",
+               "crd/podgroups.scheduling.run.ai", "crd/topologies.kai.scheduler")  # fmt: skip
+    default_queues = cp.kubectl("apply", "-k", str(MANIFESTS / "default-queues"))
+    kubeconfig = cp.serviceaccount_kubeconfig(KAI_NAMESPACE, "kai-scheduler")
+    return KaiInstall(applied.stdout, default_queues.stdout, kubeconfig)
+
+
+@pytest.fixture
+def make_pool(control_plane: ControlPlane) -> Iterator[Callable[..., tuple[str, list[str]]]]:
+    """Fake GPU nodes for one test, labelled with a pool name its pods select; cordoned afterwards so they
+    add nothing to later tests' capacity."""
+    made: list[str] = []
+
+    def make(count: int = 1, gpus: int = 8) -> tuple[str, list[str]]:
+        pool = f"p{_suffix()}"
+        names = control_plane.add_gpu_nodes(
+            count, gpus=gpus, name_prefix=f"kaid-{pool}", labels={POOL_LABEL: pool}, wait=True
+        )
+        made.extend(names)
+        return pool, names
+
+    yield make
+    for name in made:
+        control_plane.request(
+            "PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+
+
+@pytest.fixture
+def make_queues(control_plane: ControlPlane) -> Iterator[Callable[..., list[str]]]:
+    """Create Queues (children after parents); they are deleted after the test."""
+    made: list[str] = []
+
+    def make(*queues: Obj) -> list[str]:
+        control_plane.apply(list(queues))
+        names = [q["metadata"]["name"] for q in queues]
+        made.extend(names)
+        return names
+
+    yield make
+    if made:
+        control_plane.kubectl("delete", "queues.scheduling.run.ai", *reversed(made), "--wait=false", check=False)
+
+
+@pytest.fixture
+def start_kaid(kai: KaiInstall, tmp_path: Path) -> Iterator[Callable[..., Kaid]]:
+    """Start ``kaid run`` processes (ServiceAccount token, own Lease); all are stopped after the test and
+    their logs printed (shown by pytest when the test fails)."""
+    started: list[Kaid] = []
+    lease = f"kai-e2e-{_suffix()}"
+
+    def start(identity: str, *, ready: bool = True, **kwargs: Any) -> Kaid:
+        kaid = Kaid(kai.kubeconfig, tmp_path, identity, kwargs.pop("lease", lease), **kwargs)
+        started.append(kaid)
+        kaid.start()
+        if ready:
+            kaid.wait_ready()
+        return kaid
+
+    yield start
+    for kaid in started:
+        kaid.stop()
+    for kaid in started:
+        print(f"===== kaid {kaid.identity} (log {kaid.log_path}) =====\n{kaid.log(200)}")
+
+
+def _create(cp: ControlPlane, namespace: str, obj: Obj) -> Any:
+    group = {"v1": "/api/v1", "batch/v1": "/apis/batch/v1", "apps/v1": "/apis/apps/v1"}[obj["apiVersion"]]
+    plural = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments"}[obj["kind"]]
+    return cp.create(f"{group}/namespaces/{namespace}/{plural}", obj)
+
+
+def _job_pods(cp: ControlPlane, namespace: str, job: str) -> list[Obj]:
+    return pods_of(cp, namespace, f"job-name={job}")
+
+
+def _wait_bound(
+    cp: ControlPlane, namespace: str, count: int, selector: str | None = None, timeout: float = BIND_TIMEOUT
+) -> list[Obj]:
+    def enough() -> list[Obj] | None:
+        got = bound(pods_of(cp, namespace, selector))
+        return got if len(got) >= count else None
+
+    try:
+        result: list[Obj] = wait_for(enough, timeout, f"{count} bound pods in {namespace} ({selector or 'all'})")
+    except AssertionError as exc:
+        pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods_of(cp, namespace, selector)}
+        raise AssertionError(f"{exc}; pods: {pods}") from None
+    return result
+
+
+def _cycles(kaid: Kaid) -> float:
+    return kaid.metric("kai_e2e_scheduling_latency_milliseconds_count") or 0.0
+
+
+def _wait_cycles(kaid: Kaid, n: int, timeout: float = 30.0) -> None:
+    """Let ``n`` more scheduling cycles of ``kaid`` pass."""
+    start = _cycles(kaid)
+    wait_for(lambda: _cycles(kaid) >= start + n, timeout, f"{n} more cycles of kaid {kaid.identity}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Installation and RBAC
+
+
+def test_manifests_apply_and_serviceaccount_is_least_privilege(control_plane: ControlPlane, kai: KaiInstall) -> None:
+    cp = control_plane
+    for made in (
+        "namespace/kai-scheduler",
+        "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.run.ai",
+        "serviceaccount/kai-scheduler",
+        "clusterrole.rbac.authorization.k8s.io/kai-scheduler",
+        "deployment.apps/kai-scheduler",
+        "priorityclass.scheduling.k8s.io/train",
+    ):
+        assert made in kai.apply_output, kai.apply_output
+    assert "queue.scheduling.run.ai/default-queue" in kai.queues_output
+    queues = json.loads(cp.kubectl("get", "queues", "-o", "json").stdout)["items"]
+    parents = {q["metadata"]["name"]: q["spec"].get("parentQueue") for q in queues}
+    assert parents.get("default-queue") == "default-parent-queue"
+    # Applying again changes nothing (the manifests are stable).
+    again = cp.kubectl("apply", "-k", str(MANIFESTS)).stdout
+    assert "created" not in again, again
+
+    kc = kai.kubeconfig
+    who = json.loads(cp.kubectl("auth", "whoami", "-o", "json", kubeconfig=kc).stdout)
+    assert who["status"]["userInfo"]["username"] == "system:serviceaccount:kai-scheduler:kai-scheduler"
+
+    def can(*args: str) -> bool:
+        return cp.kubectl("auth", "can-i", *args, kubeconfig=kc, check=False).stdout.strip() == "yes"
+
+    assert can("create", "pods", "--subresource=binding", "-A")
+    assert can("create", "pods", "--subresource=eviction", "-A")
+    assert can("patch", "podgroups.scheduling.run.ai", "--subresource=status", "-A")
+    assert can("update", "leases.coordination.k8s.io", "-n", KAI_NAMESPACE)
+    assert not can("get", "secrets", "-A")
+    assert not can("update", "leases.coordination.k8s.io", "-n", "default")
+    assert not can("patch", "nodes")
+
+
+# --------------------------------------------------------------------------------------------------
+# Gang scheduling
+
+
+def test_gang_binds_all_together_or_none(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, nodes = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"gang-{_suffix()}", 0))
+    kaid = start_kaid("gang")
+    with watching(cp, namespace) as watch:
+        # One GPU of the four is taken: only three are free.
+        _create(cp, namespace, pod("blocker", pool, q, 1))
+        _wait_bound(cp, namespace, 1)
+        _create(cp, namespace, gang_job("gang", pool, q, 4))
+        wait_for(lambda: len(_job_pods(cp, namespace, "gang")) == 4, 30, "the Job's 4 pods")
+
+        pg = wait_for(
+            lambda: (g := podgroup(cp, namespace, "pg-job-gang")) and "GangUnschedulable" in reason_codes(g) and g,
+            BIND_TIMEOUT, "GangUnschedulable on PodGroup pg-job-gang",
+        )  # fmt: skip
+        assert pg["spec"]["minMember"] == 4
+        assert pg["spec"]["queue"] == q
+        cond = last_condition(pg)
+        assert cond["type"] == "Unschedulable"
+        assert "needs 4 pods placed at once; only 3 can be placed" in cond["message"], cond
+        _wait_cycles(kaid, 3)
+        assert bound(_job_pods(cp, namespace, "gang")) == [], "a pod of the gang was bound with only 3 GPUs free"
+
+        # The blocker goes: all four bind, together.
+        cp.kubectl("delete", "pod", "blocker", "-n", namespace, "--wait=false")
+        pods = _wait_bound(cp, namespace, 4, "job-name=gang")
+        assert {p["spec"]["nodeName"] for p in pods} == set(nodes)
+        first_bound: dict[str, float] = {}
+        for v in watch.snapshot():
+            if v.node and v.labels.get("job-name") == "gang":
+                first_bound.setdefault(v.uid, v.at)
+        assert len(first_bound) == 4
+        spread = max(first_bound.values()) - min(first_bound.values())
+        assert spread < 3.0, f"the gang's pods were bound {spread:.1f}s apart"
+
+    def scheduled() -> Obj | None:
+        g = podgroup(cp, namespace, "pg-job-gang")
+        if g is None or last_condition(g).get("type") != "Scheduled":
+            return None
+        return g if g["status"]["resourcesStatus"]["allocated"]["gpu"] == 4 else None
+
+    wait_for(scheduled, BIND_TIMEOUT, "PodGroup pg-job-gang Scheduled with 4 GPUs allocated")
+
+
+# --------------------------------------------------------------------------------------------------
+# Queue limits, pending reasons, queue status
+
+
+def test_queue_limit_holds_and_names_the_limit(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"limited-{_suffix()}", 0, gpu_limit=2))
+    kaid = start_kaid("limit")
+    for i in range(3):
+        _create(cp, namespace, pod(f"lim-{i}", pool, q, 1))
+    _wait_bound(cp, namespace, 2)
+
+    def limited() -> tuple[Obj, Obj] | None:
+        pending = [p for p in pods_of(cp, namespace) if not p["spec"].get("nodeName")]
+        if len(pending) != 1:
+            return None
+        name = pending[0]["metadata"]["name"]
+        pg = podgroup(cp, namespace, f"pg-pod-{name}")
+        return (pending[0], pg) if pg is not None and "QueueLimit" in reason_codes(pg) else None
+
+    pending, pg = wait_for(limited, BIND_TIMEOUT, "one pod pending with a QueueLimit reason")
+    details = next(r for r in last_condition(pg)["reasons"] if r["reason"] == "QueueLimit")
+    assert f"queue {q} has a gpu limit of 2 GPUs" in details["message"], details
+    assert "kaictl queue set" in details["message"]
+    cond = wait_for(
+        lambda: pod_condition(cp.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pending['metadata']['name']}"),
+                              "PodScheduled"),
+        BIND_TIMEOUT, "the PodScheduled condition of the pending pod",
+    )  # fmt: skip
+    assert cond["status"] == "False"
+    assert cond["reason"] == "Unschedulable"
+    assert "gpu limit of 2 GPUs" in cond["message"], cond
+    _wait_cycles(kaid, 3)
+    assert len(bound(pods_of(cp, namespace))) == 2
+    status = cp.request("GET", f"/apis/scheduling.run.ai/v2/queues/{q}")["status"]
+    assert status["allocated"]["gpu"] == 2
+    assert status["requested"]["gpu"] == 3
+
+
+def test_pending_pod_says_why_in_status_and_events(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"why-{_suffix()}", 0))
+    start_kaid("why")
+    _create(cp, namespace, pod("too-big", pool, q, 6))
+
+    pg = wait_for(
+        lambda: (g := podgroup(cp, namespace, "pg-pod-too-big")) and reason_codes(g) and g,
+        BIND_TIMEOUT,
+        "reasons on PodGroup pg-pod-too-big",
+    )
+    cond = last_condition(pg)
+    assert cond["type"] == "Unschedulable"
+    assert "NodeFit" in reason_codes(pg)
+    assert re.search(r"0/\d+ nodes can take a pod of 6 GPUs", cond["message"]), cond
+    printed = cp.kubectl("get", "pg", "-n", namespace).stdout
+    assert re.search(r"pg-pod-too-big\s+" + re.escape(q) + r"\s+1\s+\S*\s*Unschedulable", printed), printed
+
+    def warned() -> list[Obj]:
+        return [e for e in events(cp, namespace, "Unschedulable") if e["involvedObject"]["kind"] == "PodGroup"]
+
+    (event, *_) = wait_for(warned, BIND_TIMEOUT, "an Unschedulable event")
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "pg-pod-too-big"
+    assert "nodes can take a pod of 6 GPUs" in event["message"]
+    assert event["source"]["component"] == "kai-scheduler"
+    listed = cp.kubectl("get", "events", "-n", namespace, "--field-selector", "reason=Unschedulable").stdout
+    assert "nodes can take a pod of 6 GPUs" in listed, listed
+    podcond = pod_condition(cp.request("GET", f"/api/v1/namespaces/{namespace}/pods/too-big"), "PodScheduled")
+    assert podcond is not None
+    assert podcond["status"] == "False"
+    assert "6 GPUs" in podcond["message"]
+
+
+def test_kubectl_get_queues_shows_allocated_and_fair_share(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"shown-{_suffix()}", 2, gpu_limit=-1))
+    start_kaid("shown")
+    for i in range(2):
+        _create(cp, namespace, pod(f"p-{i}", pool, q, 1))
+    _wait_bound(cp, namespace, 2)
+
+    def row() -> dict[str, str] | None:
+        header, line = cp.kubectl("get", "queues", q).stdout.splitlines()[:2]
+        # Columns by their header's position (PARENT is empty for a root queue).
+        starts = [m.start() for m in re.finditer(r"\S+", header)]
+        ends = [*starts[1:], None]
+        values = {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, ends, strict=True)}
+        return values if values.get("GPU-ALLOCATED") == "2" else None
+
+    values = wait_for(row, BIND_TIMEOUT, f"GPU-ALLOCATED 2 in kubectl get queues {q}")
+    assert values["GPU-FAIRSHARE"] == "2", values
+    assert values["GPU-QUOTA"] == "2"
+    assert values["GPU-LIMIT"] == "-1"
+
+
+def test_metrics_and_health_endpoints(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"metered-{_suffix()}", 3))
+    kaid = start_kaid("metrics")
+    assert kaid.get("/healthz") == (200, "ok")
+    assert kaid.get("/readyz") == (200, "ok")
+    _create(cp, namespace, pod("m-0", pool, q, 1))
+    _wait_bound(cp, namespace, 1)
+
+    def exposed() -> str | None:
+        text = kaid.metrics()
+        return text if metric_value(text, "kai_queue_allocated_gpus", {"queue": q}) == 1 else None
+
+    text = wait_for(exposed, BIND_TIMEOUT, f"kai_queue_allocated_gpus{{queue={q}}} 1")
+    assert metric_value(text, "kai_queue_fair_share_gpu", {"queue": q}) == 1  # min(quota 3, requested 1)
+    assert (metric_value(text, "kai_e2e_scheduling_latency_milliseconds_count") or 0) >= 1
+    assert metric_value(text, "kai_e2e_scheduling_latency_milliseconds_bucket", {"le": "+Inf"}) is not None
+    assert metric_value(text, "kai_is_leader") == 1
+    assert (metric_value(text, "kai_binds_total", {"result": "ok"}) or 0) >= 1
+    assert kaid.get("/nope")[0] == 404
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU sharing
+
+
+def test_fractional_pods_share_a_gpu(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=2)
+    (q,) = make_queues(queue(f"shared-{_suffix()}", 0))
+    start_kaid("fraction")
+    placed: dict[str, Obj] = {}
+    for name, fraction in (("infer-07", "0.7"), ("infer-02", "0.2"), ("infer-05", "0.5")):
+        _create(cp, namespace, deployment(name, pool, q, {"gpu-fraction": fraction}))
+        (placed[name],) = _wait_bound(cp, namespace, 1, f"app={name}")
+
+    def group(p: Obj) -> str:
+        return str(p["metadata"].get("labels", {}).get("runai-gpu-group", ""))
+
+    def devices(p: Obj) -> str:
+        return str(p["metadata"].get("annotations", {}).get("kai.scheduler/gpu-devices", ""))
+
+    # Read again: the label and annotation are written with the bind.
+    placed = {n: pods_of(cp, namespace, f"app={n}")[0] for n in placed}
+    a, b, c = placed["infer-07"], placed["infer-02"], placed["infer-05"]
+    assert group(a) and group(c), {n: p["metadata"] for n, p in placed.items()}
+    assert group(a) == group(b), "0.7 and 0.2 should share a GPU group"
+    assert group(c) != group(a), "0.5 cannot fit next to 0.7"
+    assert a["spec"]["nodeName"] == b["spec"]["nodeName"]
+    assert devices(a) and devices(a) == devices(b)
+    assert (c["spec"]["nodeName"], devices(c)) != (a["spec"]["nodeName"], devices(a))
+    # No nvidia.com/gpu was requested: the pods share devices through the scheduler's accounting only.
+    assert "resources" not in a["spec"]["containers"][0] or not a["spec"]["containers"][0]["resources"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Crash safety and leader election
+
+
+def test_sigkill_and_restart_loses_nothing_and_binds_nothing_twice(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, nodes = make_pool(2, gpus=8)
+    (q,) = make_queues(queue(f"crash-{_suffix()}", 0))
+    waves = [[("w1-a", 4), ("w1-b", 2)], [("w2-a", 4), ("w2-b", 2)], [("w3-a", 3)]]  # 15 of 16 GPUs
+    partial: list[int] = []  # per kill: pods of the wave bound when the SIGKILL landed
+    with watching(cp, namespace) as watch:
+        # A slow client (20 requests/s, no burst) spreads a wave's binds over a second or two, so the
+        # SIGKILL lands in the middle of binding, possibly with a gang half bound.
+        kaid = start_kaid("crash", overrides={"clientQPS": 20, "clientBurst": 1}, ready=False)
+        kaid.wait_ready(timeout=60)
+        submitted = 0
+        for i, wave in enumerate(waves):
+            for job, size in wave:
+                _create(cp, namespace, gang_job(job, pool, q, size))
+                submitted += size
+            if i < len(waves) - 1:
+                # Kill it as soon as it starts binding this wave, then submit the next wave while it is down.
+                jobs = [j for j, _ in wave]
+
+                def binding(jobs: list[str] = jobs) -> bool:
+                    return any(bound(_job_pods(cp, namespace, j)) for j in jobs)
+
+                wait_for(binding, BIND_TIMEOUT, f"wave {i + 1} to start binding", interval=0.05)
+                kaid.kill()
+                partial.append(sum(len(bound(_job_pods(cp, namespace, j))) for j in jobs))
+                kaid.start()
+                kaid.wait_ready(timeout=60)
+        _wait_bound(cp, namespace, submitted, timeout=40)
+        _wait_cycles(kaid, 2)
+        versions = watch.snapshot()
+        assert not watch.errors, watch.errors
+
+    pods = pods_of(cp, namespace)
+    assert len(pods) == submitted, "a Job pod was recreated: kaid released or evicted something"
+    assert all(p["spec"].get("nodeName") in nodes for p in pods)
+    by_uid: dict[str, list[str]] = {}
+    for v in versions:
+        assert v.type != "DELETED" and not v.deleting, f"pod {v.name} was deleted"
+        by_uid.setdefault(v.uid, [])
+        if v.node and (not by_uid[v.uid] or by_uid[v.uid][-1] != v.node):
+            by_uid[v.uid].append(v.node)
+    assert len(by_uid) == submitted
+    for uid, seen in by_uid.items():
+        assert len(seen) == 1, f"pod {uid} was seen on nodes {seen}"
+    used: dict[str, int] = {}
+    for p in pods:
+        used[p["spec"]["nodeName"]] = used.get(p["spec"]["nodeName"], 0) + 1
+    assert all(n <= 8 for n in used.values()), f"a node's GPUs were handed out twice: {used}"
+    scheduled: dict[str, int] = {}
+    for e in events(cp, namespace, "Scheduled"):
+        scheduled[e["involvedObject"]["name"]] = scheduled.get(e["involvedObject"]["name"], 0) + 1
+    twice = {n: k for n, k in scheduled.items() if k > 1}
+    assert not twice, f"pods bound more than once: {twice}"
+    assert kaid.starts == 3
+    print(f"pods of the wave bound when kaid was killed: {partial} (of {[sum(n for _, n in w) for w in waves]})")
+    for job, size in [j for wave in waves for j in wave]:
+        pg = podgroup(cp, namespace, f"pg-job-{job}")
+        assert pg is not None and pg["spec"]["minMember"] == size
+
+
+def _logged_binds(kaid: Kaid) -> int:
+    """Pods bound according to the daemon's "cycle N: K bound, ..." log lines."""
+    return sum(int(k) for k in re.findall(r"cycle \d+: (\d+) bound", kaid.full_log()))
+
+
+def test_leader_election_only_leader_binds_and_standby_takes_over(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=8)
+    (q,) = make_queues(queue(f"leader-{_suffix()}", 0))
+    lease = f"kai-e2e-leader-{_suffix()}"
+    first = start_kaid("kaid-a", lease=lease, lease_duration=4.0, renew_interval=0.5)
+    wait_for(lambda: lease_holder(cp, lease) == "kaid-a", 15, "kaid-a to hold the Lease")
+    second = start_kaid("kaid-b", lease=lease, lease_duration=4.0, renew_interval=0.5)
+    wait_for(
+        lambda: second.metric("kai_is_leader") == 0 and first.metric("kai_is_leader") == 1,
+        15,
+        "kai_is_leader 1 on kaid-a and 0 on kaid-b",
+    )
+
+    for i in range(2):
+        _create(cp, namespace, pod(f"before-{i}", pool, q, 1))
+    _wait_bound(cp, namespace, 2)
+    _wait_cycles(first, 2)
+    assert lease_holder(cp, lease) == "kaid-a"
+    assert (first.metric("kai_binds_total", {"result": "ok"}) or 0) == 2
+    assert (second.metric("kai_binds_total", {"result": "ok"}) or 0) == 0
+    assert second.metric("kai_e2e_scheduling_latency_milliseconds_count") == 0, "the standby ran cycles"
+    assert _logged_binds(first) == 2, first.log()
+    assert _logged_binds(second) == 0, second.log()
+
+    first.kill()
+    killed = time.monotonic()
+    wait_for(lambda: lease_holder(cp, lease) == "kaid-b", 20, "kaid-b to take the Lease over")
+    took = time.monotonic() - killed
+    assert took <= 4.0 + 5.0, f"takeover took {took:.1f}s with a 4s lease"
+    assert "kaid-b became the leader" in second.full_log()
+    for i in range(2):
+        _create(cp, namespace, pod(f"after-{i}", pool, q, 1))
+    after = _wait_bound(cp, namespace, 4)
+    assert len(after) == 4
+    wait_for(lambda: second.metric("kai_is_leader") == 1, 10, "kai_is_leader 1 on kaid-b")
+    assert (second.metric("kai_binds_total", {"result": "ok"}) or 0) == 2
+    assert _logged_binds(second) == 2, second.log()
+    lease_obj = cp.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{KAI_NAMESPACE}/leases/{lease}")
+    assert lease_obj["spec"]["leaseTransitions"] >= 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration and signals
+
+
+def test_bad_config_exits_1_naming_the_field_and_sigterm_exits_0(
+    control_plane: ControlPlane, kai: KaiInstall, tmp_path: Path, start_kaid: Any
+) -> None:
+    for body, field in (("cyclePeriodSeconds: -1\n", "cyclePeriodSeconds"),
+                        ("placement: {gpu: tightpack}\n", "placement.gpu"),
+                        ("cyclePeriod: 1\n", "cyclePeriod")):  # fmt: skip
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(body)
+        proc = subprocess.run(
+            [str(KAID), "run", "--config", str(bad), "--kubeconfig", str(kai.kubeconfig), "--metrics-port", "0"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 1, (body, proc.returncode, proc.stderr)
+        assert field in proc.stderr, (body, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
+
+    lease = f"kai-e2e-term-{_suffix()}"
+    kaid = start_kaid("term", lease=lease)
+    wait_for(lambda: lease_holder(cp=control_plane, name=lease) == "term", 15, "kaid to hold its Lease")
+    started = time.monotonic()
+    assert kaid.terminate(timeout=10) == 0, kaid.log()
+    took = time.monotonic() - started
+    assert took < 5.0, f"SIGTERM took {took:.1f}s"
+    # A clean exit hands the Lease back at once.
+    assert lease_holder(control_plane, lease) == ""
+
+
+# --------------------------------------------------------------------------------------------------
+# Reclaim
+
+
+def test_reclaim_evicts_over_fair_share_and_binds_the_gang(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, (node,) = make_pool(1, gpus=8)
+    sfx = _suffix()
+    # A and B share a department of 8 GPUs. overQuotaWeight 0 keeps the department at its quota whatever
+    # else the cluster holds, so A's fair share is 4 once B asks for its 4.
+    dept, a, b = make_queues(
+        queue(f"dept-{sfx}", 8, weight=0),
+        queue(f"team-a-{sfx}", 4, parent=f"dept-{sfx}"),
+        queue(f"team-b-{sfx}", 4, parent=f"dept-{sfx}"),
+    )
+    kaid = start_kaid("reclaim")
+    with watching(cp, namespace) as watch:
+        for i in range(8):
+            _create(cp, namespace, pod(f"a-{i}", pool, a, 1, priority_class="train"))
+        _wait_bound(cp, namespace, 8)
+        # A runs above its quota on idle GPUs: that is allowed.
+        _create(cp, namespace, gang_job("b-gang", pool, b, 4))
+        gang = _wait_bound(cp, namespace, 4, "job-name=b-gang", timeout=40)
+        assert {p["spec"]["nodeName"] for p in gang} == {node}
+        for p in gang:
+            stale = {k for k in p["metadata"].get("annotations", {}) if k.startswith("kai.scheduler/pipelined")}
+            assert not stale, f"{p['metadata']['name']} keeps {stale} after it was bound"
+        versions = watch.snapshot()
+
+    left = [p for p in pods_of(cp, namespace) if p["metadata"]["name"].startswith("a-")]
+    assert len(left) == 4, [p["metadata"]["name"] for p in left]
+    evicted = {v.name for v in versions if v.name.startswith("a-") and v.type == "DELETED"}
+    assert len(evicted) == 4, evicted
+    for name in evicted:
+        seen = [c for v in versions if v.name == name for c in v.conditions if c.get("type") == "DisruptionTarget"]
+        assert seen, f"evicted pod {name} never had a DisruptionTarget condition"
+        assert any("reclaim" in str(c.get("message")) for c in seen), seen
+    evicted_events = {e["involvedObject"]["name"]: e for e in events(cp, namespace, "Evicted")
+                      if e["source"].get("component") == "kai-scheduler"}  # fmt: skip
+    assert set(evicted_events) == evicted
+    assert all(b in e["message"] or "reclaim" in e["message"] for e in evicted_events.values())
+    assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "reclaim"}) or 0) == 4
+    status = {qn: cp.request("GET", f"/apis/scheduling.run.ai/v2/queues/{qn}").get("status", {}) for qn in (a, b)}
+    wait_for(
+        lambda: (
+            cp.request("GET", f"/apis/scheduling.run.ai/v2/queues/{b}")
+            .get("status", {})
+            .get("allocated", {})
+            .get("gpu")
+            == 4
+        ),
+        BIND_TIMEOUT,
+        f"queue {b} status allocated 4",
+    )
+    assert status[a]["fairShare"]["gpu"] == 4
+    assert dept
+
+
+# --------------------------------------------------------------------------------------------------
+# Examples
+
+
+def _docs(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_examples_apply_group_and_schedule(
+    control_plane: ControlPlane, namespace: str, kai: KaiInstall, make_pool: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    tree = _docs(EXAMPLES / "queue-tree.yaml")
+    names = [q["metadata"]["name"] for q in tree]
+    try:
+        cp.kubectl("apply", "-f", str(EXAMPLES / "queue-tree.yaml"))
+        cp.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "gang-job.yaml"))
+        cp.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / "inference-fractional.yaml"))
+        served = [cp.request("GET", f"/apis/scheduling.run.ai/v2/queues/{n}") for n in names]
+        # Every value is explicit in the example tree; the server kept them all.
+        for q in served:
+            for res in ("gpu", "cpu", "memory"):
+                assert set(q["spec"]["resources"][res]) == {"quota", "limit", "overQuotaWeight"}, q
+            assert "priority" in q["spec"]
+        depth = {n: 0 for n in names}
+        parents = {q["metadata"]["name"]: q["spec"].get("parentQueue") for q in served}
+        for n in names:
+            p = parents[n]
+            while p:
+                depth[n] += 1
+                p = parents.get(p)
+        assert max(depth.values()) == 2, depth
+
+        job_doc = next(d for d in _docs(EXAMPLES / "gang-job.yaml") if d["kind"] == "Job")
+        wanted = int(job_doc["metadata"]["annotations"]["kai.scheduler/batch-min-member"])
+        job_name = job_doc["metadata"]["name"]
+        job = cp.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{job_name}")
+        pods = wait_for(lambda: len(p := _job_pods(cp, namespace, job_name)) >= wanted and p, 30, "the Job's pods")
+        deps = [d for d in _docs(EXAMPLES / "inference-fractional.yaml") if d["kind"] == "Deployment"]
+        assert len(deps) >= 2
+        for d in deps:
+            anns = d["spec"]["template"]["metadata"]["annotations"]
+            assert "gpu-fraction" in anns or "gpu-memory" in anns
+            assert d["spec"]["template"]["spec"]["schedulerName"] == "kai-scheduler"
+            cp.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{d['metadata']['name']}")
+        # The engine reads the served objects as one gang in a leaf of the example tree.
+        # (Items of a list carry no kind: give them theirs, as kaid's watch cache does.)
+        nodes = [{**n, "kind": "Node"} for n in cp.request("GET", "/api/v1/nodes")["items"]]
+        pods = [{**p, "kind": "Pod"} for p in pods]
+        snap = build_snapshot([*served, job, *pods, *nodes], SchedulerConfig(), time.time())
+        gang = snap.jobs[f"{namespace}/pg-job-{job_name}"]
+        assert gang.min_member == wanted
+        assert len(gang.pods) == len(pods)
+        assert gang.queue in names
+        assert not snap.queues[gang.queue].children, "workloads must go to a leaf queue"
+        assert not gang.errors, gang.errors
+        assert all(not snap.queues[n].errors for n in names), {n: snap.queues[n].errors for n in names}
+
+        # And kaid schedules them: the gang whole, the inference pods on shared GPUs. (The example pods
+        # select no nodes: they may land on any schedulable node; this pool makes sure there is room.)
+        make_pool(1, gpus=8)
+        start_kaid("examples")
+        replicas = sum(int(d["spec"].get("replicas", 1)) for d in deps)
+        placed = _wait_bound(cp, namespace, wanted + replicas)
+        shared = [p for p in placed if "job-name" not in p["metadata"]["labels"]]
+        assert len(shared) == replicas
+        for p in shared:
+            assert p["metadata"]["labels"].get("runai-gpu-group"), p["metadata"]
+            assert p["metadata"]["annotations"].get("kai.scheduler/gpu-devices"), p["metadata"]
+        wait_for(
+            lambda: (
+                cp.request("GET", f"{QUEUES}/{gang.queue}").get("status", {}).get("allocated", {}).get("gpu") == wanted
+            ),
+            BIND_TIMEOUT,
+            f"queue {gang.queue} status allocated {wanted}",
+        )
+    finally:
+        cp.kubectl("delete", "-n", namespace, "-f", str(EXAMPLES / "gang-job.yaml"), "--wait=false", check=False)
+        cp.kubectl("delete", "-n", namespace, "-f", str(EXAMPLES / "inference-fractional.yaml"), "--wait=false",
+                   check=False)  # fmt: skip
+        cp.kubectl("delete", "-f", str(EXAMPLES / "queue-tree.yaml"), "--wait=false", check=False)
+
+
+def test_pytorchjob_example_is_one_gang() -> None:
+    docs = _docs(EXAMPLES / "pytorchjob.yaml")
+    (ptj,) = [d for d in docs if d["kind"] == "PyTorchJob"]
+    assert ptj["apiVersion"] == "kubeflow.org/v1"
+    specs = ptj["spec"]["pytorchReplicaSpecs"]
+    assert set(specs) == {"Master", "Worker"}
+    total = sum(int(s.get("replicas", 1)) for s in specs.values())
+    queue_name = ptj["metadata"]["labels"][QUEUE_LABEL]
+    for s in specs.values():
+        assert s["template"]["spec"]["schedulerName"] == "kai-scheduler"
+    ns = "ml"
+    ptj = {**ptj, "metadata": {**ptj["metadata"], "namespace": ns, "uid": "ptj-uid"}}
+    fake_pods: list[Obj] = []
+    for role, s in specs.items():
+        for i in range(int(s.get("replicas", 1))):
+            name = f"{ptj['metadata']['name']}-{role.lower()}-{i}"
+            fake_pods.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}",
+                             "labels": {"training.kubeflow.org/replica-type": role.lower()},
+                             "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                                  "name": ptj["metadata"]["name"], "uid": "ptj-uid",
+                                                  "controller": True}]},
+                "spec": s["template"]["spec"], "status": {"phase": "Pending"},
+            })  # fmt: skip
+    q = queue(queue_name, 8)
+    snap = build_snapshot([q, ptj, *fake_pods], SchedulerConfig(), 0.0)
+    assert list(snap.jobs) == [f"{ns}/pg-pytorchjob-{ptj['metadata']['name']}"]
+    (job,) = snap.jobs.values()
+    assert job.min_member == total
+    assert len(job.pods) == total
+    assert job.queue == queue_name
+    assert not job.errors, job.errors
