@@ -29,6 +29,8 @@ def run(
                                                   "(default: hostname-pid).")] = None,
     metrics_port: Annotated[int | None, typer.Option("--metrics-port", help="Port of /metrics, /healthz and "
                                                       "/readyz (0: off; default from the config).")] = None,
+    metrics_address: Annotated[str | None, typer.Option("--metrics-address", help="Address of that server "
+                                                         "(default from the config: 0.0.0.0).")] = None,
     leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect",
                                                       help="Override leaderElection.enabled.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
@@ -45,6 +47,8 @@ def run(
         overrides: dict[str, object] = {}
         if metrics_port is not None:
             overrides["metricsPort"] = metrics_port
+        if metrics_address is not None:
+            overrides["metricsAddress"] = metrics_address
         if leader_elect is not None:
             overrides["leaderElection"] = {**cfg.leaderElection.model_dump(), "enabled": leader_elect}
         if overrides:

@@ -54,6 +54,7 @@ class SchedulerConfig(BaseModel):
                                    "cycle; the rest wait for the next cycle (bounds the cycle on deep backlogs).")
     leaderElection: LeaderElectionConfig = LeaderElectionConfig()
     metricsPort: int = Field(8080, ge=0, le=65535, description="0 turns the metrics and health server off.")
+    metricsAddress: str = Field("0.0.0.0", description="Address the metrics and health server listens on.")
     createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")
 
 

@@ -72,6 +72,13 @@ class KubeClient:
             kwargs["key_file"] = key_file
         self.http = urllib3.PoolManager(**kwargs)
         self.limiter = RateLimiter(qps, burst)
+        self._ca, self._cert, self._key, self._verify = ca_file, cert_file, key_file, verify
+
+    def with_limits(self, qps: float, burst: int) -> KubeClient:
+        """The same identity with its own connection pool and rate limit (for status and events, so they
+        never hold up binds)."""
+        return KubeClient(self.host, ca_file=self._ca, cert_file=self._cert, key_file=self._key, token=self.token,
+                          verify=self._verify, qps=qps, burst=burst)
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, qps: float = 50.0,

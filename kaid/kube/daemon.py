@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +27,7 @@ from kaid.kube.cache import WatchCache
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
-from kaid.kube.podgrouper import create_podgroups
+from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
@@ -102,6 +103,10 @@ class Overlay:
         return out
 
 
+def _pg_key(pg: Obj) -> str:
+    return f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
+
+
 class Daemon:
     def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None) -> None:
         self.cfg = cfg
@@ -109,7 +114,12 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = WatchCache(client)
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
-        self.status = StatusWriter(client, cfg.schedulerName)
+        # status, events and PodGroups go through their own client: they never wait behind binds
+        self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
+        self.status = StatusWriter(self.writer, cfg.schedulerName)
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer")
+        self.status_busy: Future[None] | None = None
+        self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
         self.metrics = Metrics()
         self.overlay = Overlay()
         self.stopping = threading.Event()
@@ -141,7 +151,8 @@ class Daemon:
     def run(self, sync_timeout: float = 120.0) -> int:
         self.cache.start()
         if self.cfg.metricsPort:
-            self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy)
+            self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
+                                self.cfg.metricsAddress)
         deadline = time.monotonic() + sync_timeout
         while not self.cache.synced and not self.stopping.is_set():
             if time.monotonic() > deadline:
@@ -177,6 +188,8 @@ class Daemon:
             self.elector.release()
         self.cache.close()
         self.actuator.close()
+        self.background.shutdown(wait=True)
+        self.status.close()
         if self.server is not None:
             self.server.shutdown()
 
@@ -184,9 +197,17 @@ class Daemon:
         started = time.monotonic()
         self.last_cycle = started
         objs = self.cache.objects()
-        if self.cfg.createPodGroups:
-            objs = objs + create_podgroups(self.client, objs, self.cfg)
         now = time.time()
+        if self.cfg.createPodGroups:
+            missing = podgroups_to_create(objs, self.cfg)
+            objs = objs + missing  # scheduled at once from memory; written in the background
+            fresh = [pg for pg in missing if _pg_key(pg) not in self.creating]
+            for k in [k for k, t in self.creating.items() if now - t > 60]:
+                del self.creating[k]
+            if fresh:
+                for pg in fresh:
+                    self.creating[_pg_key(pg)] = now
+                self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
         objs = self.overlay.apply(objs, now)
         t0 = time.monotonic()
         snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None)
@@ -197,7 +218,9 @@ class Daemon:
         self.overlay.record(decisions, applied, now)
         t3 = time.monotonic()
         self._mark_stale(snap, decisions)
-        self.status.write(snap, decisions, applied)
+        if self.status_busy is None or self.status_busy.done():
+            # written while the next cycle runs; a cycle that finds it still busy skips (the next writes anew)
+            self.status_busy = self.background.submit(self.status.write, snap, decisions, applied)
         t4 = time.monotonic()
         self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
                                                  "status": t4 - t3}, t4 - started)

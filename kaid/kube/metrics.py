@@ -34,8 +34,8 @@ class Metrics:
         self.leader = Gauge("kai_is_leader", "1 while this replica holds the lease", registry=r)
 
 
-def serve(metrics: Metrics, port: int, ready: Callable[[], bool],
-          healthy: Callable[[], bool]) -> ThreadingHTTPServer:
+def serve(metrics: Metrics, port: int, ready: Callable[[], bool], healthy: Callable[[], bool],
+          address: str = "0.0.0.0") -> ThreadingHTTPServer:
     registry = metrics.registry
 
     class Handler(BaseHTTPRequestHandler):
@@ -60,6 +60,6 @@ def serve(metrics: Metrics, port: int, ready: Callable[[], bool],
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server = ThreadingHTTPServer((address, port), Handler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

@@ -6,6 +6,7 @@ preemptibility and topology from the owner, then the pod, then the namespace lab
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Executor
 from typing import Any
 from urllib.parse import quote
 
@@ -78,14 +79,17 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
     return list(out.values())
 
 
-def create_podgroups(client: KubeClient, objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
-    made = []
-    for pg in podgroups_to_create(objects, cfg):
+def create_podgroups(client: KubeClient, podgroups: list[Obj], pool: Executor | None = None) -> list[Obj]:
+    """Create the PodGroups (concurrently when given a pool); those that exist already are fine."""
+    def one(pg: Obj) -> Obj | None:
         ns = pg["metadata"]["namespace"]
         try:
-            made.append(client.create(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/{quote(ns)}/"
-                                      "podgroups", pg))
+            made: Obj = client.create(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/{quote(ns)}/"
+                                      "podgroups", pg)
+            return made
         except ApiError as err:
             if err.status != 409:
                 log.warning("PodGroup %s/%s not created: %s", ns, pg["metadata"]["name"], err.message)
-    return made
+            return None
+    results = pool.map(one, podgroups) if pool is not None else map(one, podgroups)
+    return [r for r in results if r is not None]

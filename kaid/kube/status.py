@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -36,19 +38,30 @@ def _reasons(rs: list[Reason]) -> list[Obj]:
 
 
 class StatusWriter:
-    def __init__(self, client: KubeClient, scheduler_name: str) -> None:
+    def __init__(self, client: KubeClient, scheduler_name: str, workers: int = 8) -> None:
         self.client = client
         self.component = scheduler_name
         self.written: dict[str, str] = {}  # object key -> digest of what we last wrote
         self.last_event: dict[tuple[str, str], tuple[float, str]] = {}
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="status")
+        self.lock = threading.Lock()
+        self.tasks: list[Any] = []
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
 
     def _patch_status(self, path: str, key: str, status: Obj) -> None:
         digest = _digest(status)
-        if self.written.get(key) == digest:
-            return
+        with self.lock:
+            if self.written.get(key) == digest:
+                return
+        self.tasks.append(lambda: self._send_status(path, key, status, digest))
+
+    def _send_status(self, path: str, key: str, status: Obj, digest: str) -> None:
         try:
             self.client.merge_patch(path, {"status": status})
-            self.written[key] = digest
+            with self.lock:
+                self.written[key] = digest
         except ApiError as err:
             if err.status != 404:
                 log.warning("status of %s not written: %s", key, err.message)
@@ -62,6 +75,11 @@ class StatusWriter:
         if last is not None and last[1] == message and now - last[0] < every:
             return
         self.last_event[key] = (now, message)
+        self.tasks.append(lambda: self._send_event(involved, reason, message, kind))
+
+    def _send_event(self, involved: Obj, reason: str, message: str, kind: str) -> None:
+        meta = involved.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{meta.get('name', 'kai')}.", "namespace": ns},
@@ -77,14 +95,27 @@ class StatusWriter:
             log.debug("event not written: %s", err.message)
 
     def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult) -> None:
+        """Work out every change, then send them concurrently (the writes are independent)."""
+        self.tasks = []
+        self._collect(snap, d, applied)
+        list(self.pool.map(lambda task: task(), self.tasks))
+        self.tasks = []
+
+    def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult) -> None:
         bound_jobs: dict[str, int] = {}
+        bound_gpu: dict[str, int] = {}
+        bound_nodes: dict[str, set[str]] = {}
         for b in applied.bound:
             bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
+            bound_gpu[b.job] = bound_gpu.get(b.job, 0) + b.gpu_milli
+            bound_nodes.setdefault(b.job, set()).add(b.node)
         pending = d.pending
         for job in snap.jobs.values():
             raw = job.raw if job.explicit else None
             key = f"PodGroup/{job.key}"
-            alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active)
+            alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active) + \
+                bound_gpu.get(job.key, 0)
+            running = sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)
             if raw is not None:
                 reasons = pending.get(job.key)
                 cond: Obj
@@ -93,8 +124,7 @@ class StatusWriter:
                             "message": "; ".join(r.message for r in reasons)[:4000], "reasons": _reasons(reasons)}
                 else:
                     cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
-                            "message": f"{sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)} pods "
-                                       "placed", "reasons": []}
+                            "message": f"{running} pods placed", "reasons": []}
                 old = ((raw.get("status") or {}).get("schedulingConditions") or [{}])[-1]
                 if {k: old.get(k) for k in ("type", "reason", "message")} != \
                         {k: cond.get(k) for k in ("type", "reason", "message")}:
@@ -102,7 +132,7 @@ class StatusWriter:
                 else:
                     cond["lastTransitionTime"] = old.get("lastTransitionTime") or _now()
                 status = {"schedulingConditions": [cond], "resourcesStatus": {
-                    "allocated": {"gpu": alloc / 1000, "pods": sum(1 for p in job.pods if p.active)},
+                    "allocated": {"gpu": alloc / 1000, "pods": running},
                     "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
                 self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
                                    f"{quote(job.namespace)}/podgroups/{quote(job.name)}/status", key, status)
@@ -119,22 +149,25 @@ class StatusWriter:
                     continue
                 cond2 = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                          "lastTransitionTime": _now()}
-                try:
-                    self.client.strategic_patch(pod_path(p.namespace, p.name, "status"),
-                                                {"status": {"conditions": [cond2]}})
-                except ApiError as err:
-                    log.debug("pod condition not written: %s", err.message)
+                self.tasks.append(lambda p=p, cond2=cond2: self._pod_condition(p.namespace, p.name, cond2))
         pods = {p.key: p for p in snap.pods}
-        for b in applied.bound:
-            pod = pods.get(b.pod)
-            if pod is not None and pod.raw is not None:
-                self.event(pod.raw, "Scheduled", f"Successfully assigned {b.pod} to {b.node}"
-                           + (f" (GPUs {','.join(map(str, b.devices))})" if b.devices else ""))
+        for job_key, count in bound_jobs.items():  # one Scheduled event per pod group, not per pod
+            group = snap.jobs.get(job_key)
+            if group is not None and group.raw is not None and group.explicit:
+                nodes = sorted(bound_nodes[job_key])
+                self.event(group.raw, "Scheduled", f"bound {count} pods to {len(nodes)} nodes: "
+                           f"{', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
         for e in applied.evicted:
             pod = pods.get(e.pod)
             if pod is not None and pod.raw is not None:
                 self.event(pod.raw, "Evicted", f"{e.action} for {e.by}: {e.message}", "Warning")
         self.write_queues(d, snap)
+
+    def _pod_condition(self, namespace: str, name: str, cond: Obj) -> None:
+        try:
+            self.client.strategic_patch(pod_path(namespace, name, "status"), {"status": {"conditions": [cond]}})
+        except ApiError as err:
+            log.debug("pod condition not written: %s", err.message)
 
     def write_queues(self, d: Decisions, snap: Snapshot) -> None:
         for row in d.queues:
