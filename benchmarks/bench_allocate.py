@@ -40,16 +40,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import importlib.metadata
 import io
 import json
 import math
-import os
-import platform
 import pstats
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -57,6 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from benchmarks.common import fmt as _fmt
+from benchmarks.common import machine_info
+from benchmarks.common import ratio as _ratio
+from benchmarks.common import timing as _timing
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
@@ -354,18 +354,10 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    s = sorted(values)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
 
 
-def _timing(values: list[float]) -> dict[str, Any]:
-    return {"median": statistics.median(values), "p99": percentile(values, 0.99), "runs": values}
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 3) if b else None
 
 
 def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
@@ -437,46 +429,11 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     }
 
 
-def machine_info() -> dict[str, Any]:
-    try:
-        ortools_version = importlib.metadata.version("ortools")
-    except importlib.metadata.PackageNotFoundError:
-        ortools_version = "unknown"
-    try:
-        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "cpus": os.cpu_count(), "loadavg": load, "ortools": ortools_version,
-            **engine_revision()}
 
 
-def engine_revision() -> dict[str, Any]:
-    """The commit the engine was measured at, and whether kaid/ had uncommitted changes (read-only git)."""
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                                  check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "--short", "HEAD")
-    status = git("status", "--porcelain", "--", "kaid")
-    return {"commit": commit, "kaid_uncommitted_changes": bool(status) if status is not None else None}
 
 
 # ========================================================================================= reporting
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
 
 
 def format_report(report: dict[str, Any]) -> str:

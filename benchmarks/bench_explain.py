@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 from typer.testing import CliRunner
 
-from benchmarks.bench_allocate import build_workload, percentile
+from benchmarks.bench_allocate import build_workload
+from benchmarks.common import percentile
 from kaictl.app import app as kaictl
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle

@@ -76,6 +76,7 @@ from typing import Any, Final
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.common import ratio as _ratio
 from kaid.api import constants as c
 from kaid.kube.client import ApiError, KubeClient
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, pinned_versions
@@ -676,8 +677,6 @@ def _median(values: Sequence[float | None]) -> float | None:
     return round(statistics.median(vals), 3) if vals else None
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 def summarise(runs: list[Obj]) -> Obj:
@@ -791,7 +790,7 @@ def profile_summary(path: str, top: int) -> str:
 
 
 def machine_info() -> Obj:
-    from benchmarks.bench_allocate import engine_revision
+    from benchmarks.common import engine_revision
 
     try:
         versions = pinned_versions()

@@ -44,17 +44,13 @@ import argparse
 import cProfile
 import functools
 import gc
-import importlib.metadata
 import inspect
 import io
 import json
 import math
-import os
-import platform
 import pstats
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +59,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from benchmarks.common import fmt as _fmt
+from benchmarks.common import machine_info
+from benchmarks.common import ratio as _ratio
+from benchmarks.common import timing as _timing
 from kaid.actions import evictions
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
@@ -508,20 +508,10 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    s = sorted(values)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
 
 
-def _timing(values: list[float]) -> dict[str, Any]:
-    if not values:
-        return {"median": None, "p99": None, "runs": []}
-    return {"median": statistics.median(values), "p99": percentile(values, 0.99), "runs": values}
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 def compare(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], wl: Workload) -> dict[str, Any]:
@@ -677,46 +667,11 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
     }
 
 
-def machine_info() -> dict[str, Any]:
-    try:
-        ortools_version = importlib.metadata.version("ortools")
-    except importlib.metadata.PackageNotFoundError:
-        ortools_version = "unknown"
-    try:
-        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "cpus": os.cpu_count(), "loadavg": load, "ortools": ortools_version,
-            **engine_revision()}
 
 
-def engine_revision() -> dict[str, Any]:
-    """The commit the engine was measured at, and whether kaid/ had uncommitted changes (read-only git)."""
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                                  check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "--short", "HEAD")
-    status = git("status", "--porcelain", "--", "kaid")
-    return {"commit": commit, "kaid_uncommitted_changes": bool(status) if status is not None else None}
 
 
 # ========================================================================================= reporting
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
 
 
 def _ms(value: float | None) -> float | None:
