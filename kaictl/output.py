@@ -42,3 +42,14 @@ def emit_data(data: Any, output: str) -> None:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
+def fmt_resource(value: float | int, resource: str) -> str:
+    """A queue value in the units people read: GPUs, cores, GB; -1 is unlimited."""
+    if value == -1:
+        return "∞"
+    if resource == "gpu":
+        return f"{value:g}"
+    if resource == "cpu":
+        return f"{value / 1000:g}"
+    return f"{value / 1000:g}G"

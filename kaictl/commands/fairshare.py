@@ -10,21 +10,11 @@ from rich.table import Table
 from rich.tree import Tree
 
 from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Snapshot, read_config, read_objects
-from kaictl.output import check_format, console, emit_data
+from kaictl.output import check_format, console, emit_data, fmt_resource
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.build import build_snapshot
 
 RES = ("gpu", "cpu", "memory")
-
-
-def _v(x: float | int, res: str) -> str:
-    if x == -1:
-        return "∞"
-    if res == "gpu":
-        return f"{x:g}"
-    if res == "cpu":
-        return f"{x / 1000:g}"
-    return f"{x / 1000:g}G"
 
 
 def _state(row: dict[str, Any]) -> tuple[str, str]:
@@ -65,10 +55,10 @@ def fairshare_command(
         def add(node: Tree, parent: str | None) -> None:
             for r in by_parent.get(parent, []):
                 word, style = _state(r)
-                g = {k: r[k]["gpu"] for k in ("deserved", "fairShare", "allocated", "requested", "limit")}
-                label = (f"[bold]{r['name']}[/bold]  {_v(g['deserved'], 'gpu')} / {_v(g['fairShare'], 'gpu')} / "
-                         f"[{style}]{_v(g['allocated'], 'gpu')}[/] / {_v(g['requested'], 'gpu')} / "
-                         f"{_v(g['limit'], 'gpu')}  [{style}]{word} share[/]")
+                g = {k: fmt_resource(r[k]["gpu"], "gpu")
+                     for k in ("deserved", "fairShare", "allocated", "requested", "limit")}
+                label = (f"[bold]{r['name']}[/bold]  {g['deserved']} / {g['fairShare']} / [{style}]{g['allocated']}[/] "
+                         f"/ {g['requested']} / {g['limit']}  [{style}]{word} share[/]")
                 if r.get("errors"):
                     label += f"  [red]{r['errors'][0]}[/red]"
                 add(node.add(label), r["name"])
@@ -89,7 +79,8 @@ def fairshare_command(
         word, style = _state(r)
         cells = ["  " * _depth(r, rows) + r["name"]]
         for res in resources:
-            cells += [_v(r[k][res], res) for k in ("deserved", "fairShare", "allocated", "requested", "limit")]
+            cells += [fmt_resource(r[k][res], res)
+                      for k in ("deserved", "fairShare", "allocated", "requested", "limit")]
         table.add_row(*cells, f"[{style}]{word}[/]")
     out.print(table)
 

@@ -25,7 +25,7 @@ from kaictl.commands.engine_input import (
     read_objects,
 )
 from kaictl.completion import complete_queue
-from kaictl.output import check_format, console, emit_data, err_console, fail
+from kaictl.output import check_format, console, emit_data, err_console, fail, fmt_resource
 from kaid.api import constants as c
 from kaid.api.crds import QueueSpec, validation_message
 from kaid.cycle import run_cycle
@@ -274,16 +274,6 @@ def delete(
     console().print(f"queue/{name} deleted")
 
 
-def _fmt(v: float | int, r: str) -> str:
-    if v == -1:
-        return "∞"
-    if r == "gpu":
-        return f"{v:g}"
-    if r == "cpu":
-        return f"{v / 1000:g}"
-    return f"{v / 1000:g}G"
-
-
 def _rows(snapshot: Path | None, kubeconfig: Path | None, context: str | None,
           config: Path | None) -> tuple[list[Obj], Any, Any]:
     cfg = read_config(config)
@@ -324,8 +314,10 @@ def list_(
         cells = ["  " * depth[row["name"]] + row["name"] + (" [red](invalid)[/red]" if q.errors else ""),
                  str(q.priority)]
         for r in resources:
-            cells += [_fmt(_spec_quota(q, r), r), _fmt(row["limit"][r], r), f"{weights[row['name']][RES.index(r)]:g}",
-                      _fmt(row["fairShare"][r], r), _fmt(row["allocated"][r], r), _fmt(row["requested"][r], r)]
+            ri = RES.index(r)
+            cells += [fmt_resource(_spec_quota(q, r), r), fmt_resource(row["limit"][r], r),
+                      f"{weights[row['name']][ri]:g}"]
+            cells += [fmt_resource(row[k][r], r) for k in ("fairShare", "allocated", "requested")]
         table.add_row(*cells)
     console().print(table)
 
@@ -395,7 +387,7 @@ def describe(
         t.add_column(r.upper(), justify="right")
     for label, key in (("deserved", "deserved"), ("fair share", "fairShare"), ("allocated", "allocated"),
                        ("requested", "requested"), ("limit", "limit")):
-        t.add_row(label, *[_fmt(row[key][r], r) for r in RES])
+        t.add_row(label, *[fmt_resource(row[key][r], r) for r in RES])
     out.print(t)
     if q.children:
         tree = Tree("child queues")

@@ -17,7 +17,8 @@ from ortools.sat.python import cp_model
 
 from kaid.actions.session import Session
 from kaid.model.objects import Budget, Job, Node, Pod, Queue
-from kaid.placement.index import Devices, NodeIndex
+from kaid.placement import gang
+from kaid.placement.index import Devices
 
 Placements = list[tuple[Pod, Node, Devices]]
 
@@ -337,22 +338,8 @@ def _cap_now(n: Node, pod: Pod) -> int:
 
 def realise(session: Session, pods: list[Pod], counts: dict[str, int]) -> Placements | None:
     """Devices for the pending pods on the nodes the solver chose, after the evictions."""
-    index: NodeIndex = session.index
-    out: Placements = []
-    queue = list(pods)
-    ok = True
-    for name in sorted(counts):
-        node = session.snap.node_by_name[name]
-        for _ in range(counts[name]):
-            pod = queue.pop(0)
-            devs = index.devices_for(node, pod)
-            if devs is None:
-                ok = False
-                break
-            index.assign(node, pod, devs)
-            out.append((pod, node, devs))
-        if not ok:
-            break
-    for pod, node, devs in reversed(out):
-        index.release(node, pod, devs, planning=True)
-    return out if ok and not queue else None
+    if sum(counts.values()) != len(pods):
+        return None
+    queue = iter(pods)
+    wanted = [(next(queue), session.snap.node_by_name[name]) for name in sorted(counts) for _ in range(counts[name])]
+    return gang.realise(wanted, session.index)

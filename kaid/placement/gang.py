@@ -197,7 +197,7 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
         if caps is not None and bound == 1:
             # one node holds the whole gang: the tightest such node is optimal, no search needed
             best = min((c for c in caps if c[1] >= len(pods)), key=lambda c: (c[0].idle, c[0].name))
-            single = _realise([(p, best[0]) for p in pods], index)
+            single = realise([(p, best[0]) for p in pods], index)
             if single is not None:
                 result.method = "single-node"
                 return single
@@ -215,14 +215,14 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
                                            < len({n.labels.get(preferred) for _, n, _ in plan}))
         if not better:
             return plan
-    out = _realise(sol, index)
+    out = realise(sol, index)
     if out is None:
         return plan
     result.method = "cpsat"
     return out
 
 
-def _realise(sol: list[tuple[Pod, Node]], index: NodeIndex) -> Placements | None:
+def realise(sol: list[tuple[Pod, Node]], index: NodeIndex) -> Placements | None:
     """Choose devices for a node-level solution; None if a pod does not fit after all."""
     out: Placements = []
     ok = True
