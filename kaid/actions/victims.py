@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from ortools.sat.python import cp_model
+from typing import TYPE_CHECKING
 
 from kaid.actions.session import Session
 from kaid.model.objects import Budget, Job, Node, Pod, Queue
 from kaid.placement import gang
 from kaid.placement.index import Devices
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 Placements = list[tuple[Pod, Node, Devices]]
 
@@ -161,6 +163,7 @@ def first_fit(session: Session, search: Search, evict: Callable[[int], None],
 def solve(session: Session, pods: list[Pod], search: Search, time_limit: float, workers: int = 1,
           hint: list[int] | None = None, keep_nodes: set[str] | None = None) -> tuple[list[int], dict[str, int]] | None:
     """Victim units and pods per node for a job of identical whole-GPU or cpu pods, or None."""
+    from ortools.sat.python import cp_model  # imported on first use: it takes a while
     index = session.index
     rep = pods[0]
     need = len(pods)

@@ -84,25 +84,33 @@ class KubeClient:
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, qps: float = 50.0,
                     burst: int = 100) -> KubeClient:
         """A kubeconfig file (or $KUBECONFIG, ~/.kube/config), else the in-cluster service account."""
+        from kaid.kube.kubeconfig import NeedsPlugin, from_kubeconfig, in_cluster
+
+        try:
+            creds = from_kubeconfig(kubeconfig, context)
+        except NeedsPlugin:
+            return cls._with_plugins(kubeconfig, context, qps, burst)
+        except (FileNotFoundError, ValueError, KeyError, OSError) as err:
+            if kubeconfig or isinstance(err, ValueError):
+                raise ValueError(f"cannot load kubeconfig {kubeconfig or ''}: {err}".replace("  ", " ")) from None
+            try:
+                creds = in_cluster()
+            except (FileNotFoundError, OSError):
+                raise ValueError(f"{err} and not running in a cluster: pass --kubeconfig") from None
+        return cls(creds.host, ca_file=creds.ca_file, cert_file=creds.cert_file, key_file=creds.key_file,
+                   token=creds.token, verify=creds.verify, qps=qps, burst=burst)
+
+    @classmethod
+    def _with_plugins(cls, kubeconfig: str | None, context: str | None, qps: float, burst: int) -> KubeClient:
+        """Exec and auth-provider plugins: the kubernetes package knows how to run them."""
         from kubernetes import client as kclient
         from kubernetes import config as kconfig
 
         cfg = kclient.Configuration()
-        try:
-            kconfig.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg)
-        except Exception as err:
-            if kubeconfig:
-                raise ValueError(f"cannot load kubeconfig {kubeconfig}: {err}") from None
-            try:
-                kconfig.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except Exception:
-                raise ValueError(
-                    f"no kubeconfig found ({err}) and not running in a cluster: pass --kubeconfig") from None
-        token = None
+        kconfig.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=cfg)
         auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
-        if auth:
-            token = auth.removeprefix("Bearer ").strip()
+        token = auth.removeprefix("Bearer ").strip() if auth else None
         return cls(cfg.host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file, token=token,
                    verify=cfg.verify_ssl, qps=qps, burst=burst)
 

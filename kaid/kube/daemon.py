@@ -123,8 +123,8 @@ class Daemon:
         self.metrics = Metrics()
         self.overlay = Overlay()
         self.stopping = threading.Event()
-        self.elector = LeaderElector(client, cfg.leaderElection, self.identity) if cfg.leaderElection.enabled \
-            else None
+        self.elector = LeaderElector(client, cfg.leaderElection, self.identity, self.cache.changed.set) \
+            if cfg.leaderElection.enabled else None
         self.usage: dict[str, list[float]] = {}
         self.last_cycle = 0.0
         self.heartbeat = time.monotonic()
@@ -150,6 +150,9 @@ class Daemon:
 
     def run(self, sync_timeout: float = 120.0) -> int:
         self.cache.start()
+        # load the solver while the cache lists the cluster: the first cycle must not wait for it
+        threading.Thread(target=lambda: __import__("ortools.sat.python.cp_model"), name="warm-up",
+                         daemon=True).start()
         if self.cfg.metricsPort:
             self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
                                 self.cfg.metricsAddress)
@@ -169,12 +172,12 @@ class Daemon:
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
             self.metrics.leader.set(1 if self.leading() else 0)
+            self.cache.changed.clear()  # changes from here on wake the next cycle
             if self.leading():
                 try:
                     self.cycle()
                 except Exception:
                     log.exception("cycle failed; retrying next period")
-            self.cache.changed.clear()
             self.cache.changed.wait(self.cfg.cyclePeriodSeconds)
             # do not run cycles back to back when the cluster is busy: at most one per period
             rest = self.cfg.cyclePeriodSeconds - (time.monotonic() - self.last_cycle)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import Callable
 from urllib.parse import quote
 
 from kaid.api.config import LeaderElectionConfig
@@ -29,7 +30,9 @@ def _parse(value: str | None) -> dt.datetime | None:
 
 
 class LeaderElector:
-    def __init__(self, client: KubeClient, cfg: LeaderElectionConfig, identity: str) -> None:
+    def __init__(self, client: KubeClient, cfg: LeaderElectionConfig, identity: str,
+                 on_change: Callable[[], None] | None = None) -> None:
+        self.on_change = on_change
         self.client = client
         self.cfg = cfg
         self.identity = identity
@@ -92,6 +95,8 @@ class LeaderElector:
                 log.info("%s became the leader", self.identity)
                 self.transitions += 1
                 self.is_leader.set()
+                if self.on_change is not None:
+                    self.on_change()
             elif not won and self.is_leader.is_set():
                 log.warning("%s lost the lease; standing by", self.identity)
                 self.is_leader.clear()

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
-
-from ortools.sat.python import cp_model
+from typing import TYPE_CHECKING, Any
 
 from kaid.model.objects import Node, Pod
 from kaid.placement.index import NodeIndex
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 Plan = list[tuple[Pod, Node]]
 ClassKey = tuple[tuple[int, ...], str | None, str | None, int]
@@ -52,6 +53,7 @@ def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, req
                preferred_key: str | None, hint: Plan | None, time_limit: float,
                workers: int = 1) -> tuple[Plan | None, SolveStats]:
     """Place every pod of ``pods`` (whole-GPU or cpu-only pods) or return None."""
+    from ortools.sat.python import cp_model  # imported on first use: it takes a while
     shapes: dict[tuple[int, int, int, str], list[Pod]] = defaultdict(list)
     for p in pods:
         shapes[_shape(p)].append(p)
