@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from typer.testing import CliRunner
 
 from benchmarks.bench_allocate import build_workload
@@ -59,8 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     wl = build_workload(args.nodes, args.pods, 50, args.seed)
     runner = CliRunner()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "snapshot.yaml"
-        path.write_text(yaml.safe_dump(snapshot_list(wl.objects), sort_keys=False))
+        path = Path(tmp) / "snapshot.json"  # what `kaictl snapshot save -o snapshot.json` writes
+        path.write_text(json.dumps(snapshot_list(wl.objects)))
         targets = pick_targets(wl.objects)
         results: dict[str, Any] = {}
         for kind, (ns, name) in targets.items():

@@ -54,6 +54,7 @@ class Decisions:
     problems: list[ObjectProblem] = field(default_factory=list)
     stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
     stale_pods: dict[str, list[str]] = field(default_factory=dict)  # job key -> its pods, for jobs in ``stale``
+    allocate_reasons: dict[str, list[Reason]] = field(default_factory=dict)  # why allocate left a job pending
     stats: AllocateStats = field(default_factory=AllocateStats)
     victims: EvictionStats = field(default_factory=EvictionStats)
 
@@ -87,17 +88,20 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
                 pod.gpu_milli_on(node), action, by)
 
 
-def run_cycle(snap: Snapshot, cfg: SchedulerConfig) -> Decisions:
+def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None) -> Decisions:
+    """One cycle. With ``focus`` (a job key) it decides only as much as that job's outcome needs: what
+    ``kaictl explain`` uses; the decisions about other jobs are then incomplete."""
     compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     index = NodeIndex(snap.nodes)
-    session = Session(snap, index)
+    session = Session(snap, index, focus=focus)
     reasons: dict[str, list[Reason]] = {}
     out = Decisions(problems=list(snap.problems))
     for pod in ready_pipelined(snap):
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or "allocate", None))
     if "allocate" in cfg.actions:
         out.stats = allocate(session, cfg, reasons)
+        out.allocate_reasons = {k: list(v) for k, v in reasons.items()}
     if "consolidate" in cfg.actions and cfg.maxConsolidationMoves > 0:
         consolidate(session, cfg, reasons, out.victims)
     if "reclaim" in cfg.actions:

@@ -47,7 +47,7 @@ def _placed(d: Decisions, job_key: str) -> tuple[int, int]:
 
 def _rerun(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str) -> tuple[bool, Decisions]:
     snap = build_snapshot(objs, cfg, now)
-    d = run_cycle(snap, cfg)
+    d = run_cycle(snap, cfg, focus=job_key)
     b, p = _placed(d, job_key)
     return (b + p) > 0 and job_key not in d.pending, d
 
@@ -108,9 +108,10 @@ def what_if(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: 
         ok, d3 = _rerun(objs, cfg, later, job.key)
         if ok:
             taken: dict[str, float] = {}
+            before = build_snapshot(objs, cfg, now)
             for e in d3.evictions:
                 if e.by == job.key:
-                    victim = build_snapshot(objs, cfg, now).jobs.get(e.job)
+                    victim = before.jobs.get(e.job)
                     if victim is not None:
                         taken[victim.queue] = taken.get(victim.queue, 0.0) + sum(
                             p.gpu_whole for p in victim.pods if p.key == e.pod)
@@ -133,16 +134,22 @@ def _position(snap: Snap, job: Job, d: Decisions) -> str:
             f"({q.allocated[GPU] / 1000:g} of {q.fair[GPU] / 1000:g} GPUs)")
 
 
-def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str, pod_name: str | None) -> Obj:
-    snap = build_snapshot(objs, cfg, now)
+def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str, pod_name: str | None,
+                snap: Snap | None = None) -> Obj:
+    snap = snap if snap is not None else build_snapshot(objs, cfg, now)
     job = snap.jobs.get(job_key)
     if job is None:
         fail(f"pod group {job_key} not found")
-    d = run_cycle(snap, cfg)
+    d = run_cycle(snap, cfg, focus=job.key)
     binds, pipes = _placed(d, job.key)
     kaid_status = ((job.raw or {}).get("status") or {}).get("schedulingConditions") if job.explicit else None
-    reasons = d.pending.get(job.key, [])
-    state = "Pending" if reasons else ("Running" if not (binds or pipes) else "Would be placed now")
+    waiting = any(p.status in ("Pending", "Pipelined") for p in job.pods) or bool(pipes)
+    # why allocate cannot place it now, then what reclaim, preempt or consolidation would do about it
+    reasons = list(job.errors) + d.allocate_reasons.get(job.key, []) if waiting and not binds else []
+    for r in d.pending.get(job.key, []):
+        if all(r.message != x.message for x in reasons):
+            reasons.append(r)
+    state = "Pending" if reasons or pipes else ("Running" if not binds else "Would be placed now")
     return {
         "pod": pod_name, "podGroup": job.key, "queue": job.queue, "priority": job.priority,
         "preemptible": job.preemptible, "minMember": job.min_member, "pods": len(job.pods),
@@ -153,8 +160,19 @@ def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str,
                      "evict": [{"pod": e.pod, "action": e.action, "message": e.message} for e in d.evictions
                                if e.by == job.key]},
         "kaidStatus": (kaid_status or [None])[-1],
-        "whatIf": what_if(objs, cfg, now, snap, job, d) if reasons else [],
+        "whatIf": (_evictions_would(d, job) + what_if(objs, cfg, now, snap, job, d)) if reasons or pipes else [],
     }
+
+
+def _evictions_would(d: Decisions, job: Job) -> list[str]:
+    """What reclaim, preempt or consolidation would do for this job now."""
+    evicted = [e for e in d.evictions if e.by == job.key]
+    pipes = [b for b in d.pipelined if b.job == job.key]
+    if not pipes:
+        return []
+    actions = sorted({b.action for b in pipes})
+    return [f"starts after {' and '.join(actions)} evicts {len(evicted)} pods it is waiting for (if no job ahead of "
+            "it in the queue order takes them first)"]
 
 
 def _render(data: Obj) -> None:
@@ -248,7 +266,7 @@ def _common(kind: str, name: str, namespace: str | None, output: str, snapshot: 
                 break
         if job_key is None:
             fail(f"no pods of a workload named {name} in namespace {ns}")
-    data = explain_job(objs, cfg, now, job_key, pod_name)
+    data = explain_job(objs, cfg, now, job_key, pod_name, snap)
     if output in ("json", "yaml"):
         emit_data(data, output)
     else:

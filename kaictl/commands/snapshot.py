@@ -20,8 +20,9 @@ app = typer.Typer(help="Save the cluster's scheduling state to a file (input of 
 
 @app.command("save")
 def save(
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (.json or .yaml); "
-                                                "default: stdout as YAML.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write: .json (fastest to read "
+                                                "back, best for large clusters) or .yaml; default: stdout as "
+                                                "YAML.")] = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
 ) -> None:
@@ -29,7 +30,7 @@ def save(
     cluster into one snapshot file; pod specs are stripped to what scheduling needs, secrets never read."""
     doc = snapshot_list(read_live(kubeconfig, context))
     text = json.dumps(doc, indent=1) + "\n" if output is not None and output.suffix == ".json" else \
-        yaml.safe_dump(doc, sort_keys=False)
+        yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
     if output is None:
         sys.stdout.write(text)
         return

@@ -142,6 +142,8 @@ def allocate(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[Rea
             order.done(q)
             if ok:
                 reasons.pop(job.key, None)
+            if job.key == session.focus:
+                break
     return stats
 
 
@@ -168,7 +170,7 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
     index = session.index
     homogeneous = all(_shape_key(p, 0) == _shape_key(batch[0], 0) for p in batch)
     key = _shape_key(batch[0], len(batch)) if homogeneous and job.topology is None else None
-    if key is not None:
+    if key is not None and job.key != session.focus:
         hit = failed.get(key)
         if hit is not None and hit[0] == index.epoch:
             reasons[job.key] = list(hit[1])
@@ -185,7 +187,7 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
             stats.pods_placed += 1
             stats.jobs_placed += 1
             return True
-        why = _explain(job, batch, 0, index, False)
+        why = _explain(job, batch, 0, index, False) if session.focus in (None, job.key) else _UNEXPLAINED
     else:
         topo = topo_of(job, session)
         plan = gang.place(batch, index, spread, topo, cfg.placement.gangSolver,
@@ -218,11 +220,16 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
                     label = topo.preferred or topo.required or ""
                     stats.gang_domains.append(len({n.labels.get(label) for _, n, _ in plan.placements}))
             return True
-        why = _explain(job, batch, plan.placed_max, index, plan.topology_failed)
+        why = (_explain(job, batch, plan.placed_max, index, plan.topology_failed)
+               if session.focus in (None, job.key) else _UNEXPLAINED)
     reasons[job.key] = why
     if key is not None:
         failed[key] = (index.epoch, why)
     return False
+
+
+# with a focus job, the others' reasons are not worked out (kaictl explain asks about one job only)
+_UNEXPLAINED = [Reason("NotExplained", "not worked out: this cycle was run to explain another job")]
 
 
 def _explain(job: Job, batch: list[Pod], placeable: int, index: NodeIndex, topo_failed: bool) -> list[Reason]:

@@ -79,6 +79,8 @@ def pending_jobs(session: Session) -> list[tuple[Job, Queue]]:
         for job in q.jobs:
             if job.errors or not any(p.status == "Pending" for p in job.pods):
                 continue
+            if session.focus is not None and job.key != session.focus:
+                continue
             out.append((job, q))
     out.sort(key=lambda jq: (queue_key(jq[1]), -jq[0].priority, jq[0].created, jq[0].key))
     return out

@@ -28,6 +28,9 @@ class Session:
     snap: Snapshot
     index: NodeIndex
     ops: list[Op] = field(default_factory=list)
+    # one job to explain: allocate stops once it is done (later jobs cannot change its fate) and the
+    # eviction actions try only it
+    focus: str | None = None
 
     def _queue(self, pod: Pod) -> Queue | None:
         return self.snap.queues.get(pod.job.queue) if pod.job else None

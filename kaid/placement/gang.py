@@ -68,7 +68,12 @@ def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tup
     """(node, how many pods of this shape it can take now) for every node that can take one."""
     mask = index.static_mask(pod)
     out = []
-    for n in index.nodes:
+    if pod.gpu_whole:  # only nodes with enough idle GPUs, straight from the index's buckets
+        candidates = [index.nodes[i] for k in range(pod.gpu_whole, index.max_gpus + 1) for i in index.buckets[k]]
+        candidates.sort(key=lambda n: n.index)
+    else:
+        candidates = index.nodes
+    for n in candidates:
         if not mask[n.index] or (allowed is not None and not allowed[n.index]):
             continue
         cap = n.alloc_pods - n.used_pods
@@ -172,11 +177,12 @@ def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None
             plan = _improve(pods, index, spread, doms[d], use_solver, time_limit, workers, result)
             if plan is not None:
                 return plan
-    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred)
+    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, caps)
 
 
 def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray | None, use_solver: bool,
-             time_limit: float, workers: int, result: GangPlan, preferred: str | None = None) -> Placements | None:
+             time_limit: float, workers: int, result: GangPlan, preferred: str | None = None,
+             caps: list[tuple[Node, int]] | None = None) -> Placements | None:
     """Greedy in the region; CP-SAT when greedy fails or uses more nodes (or domains) than needed."""
     plan, placed = greedy(pods, index, spread, region)
     result.placed_max = max(result.placed_max, placed)
@@ -185,7 +191,8 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
     if not use_solver:
         return plan
     homogeneous = _homogeneous(pods)
-    caps = node_caps(pods[0], index, region) if homogeneous else None
+    if caps is None and homogeneous:
+        caps = node_caps(pods[0], index, region)
     if plan is not None:
         used = len({n.name for _, n, _ in plan})
         bound = lower_bound(caps, len(pods)) if caps is not None else _gpu_bound(pods, index, region)
