@@ -298,7 +298,8 @@ def build_workload(nodes: int = 1000, pods: int = 10_000, queues: int = 50, seed
 
 # ======================================================================================== measuring
 def config_for(solver: str) -> SchedulerConfig:
-    return SchedulerConfig(placement=PlacementConfig.model_validate({"gangSolver": solver}))
+    """The allocate action alone: reclaim, preempt and consolidate are bench_victims' subject."""
+    return SchedulerConfig(placement=PlacementConfig.model_validate({"gangSolver": solver}), actions=("allocate",))
 
 
 @dataclass
