@@ -104,7 +104,7 @@ class Informer:
                 if err.status == 404 and self.res.optional:
                     self.absent = True
                     self.synced.set()
-                    self.stop.wait(60.0)
+                    self.stop.wait(10.0)  # look again soon: a CRD installed now should be seen
                     need_list = True
                     continue
                 log.warning("watch %s failed: %s; retrying", self.res.kind, err.message)

@@ -132,7 +132,7 @@ class Daemon:
         self.server: Any = None
 
     def leading(self) -> bool:
-        return self.elector is None or self.elector.is_leader.is_set()
+        return self.elector is None or self.elector.holds()
 
     def ready(self) -> bool:
         return self.cache.synced
@@ -213,10 +213,14 @@ class Daemon:
                 self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
         objs = self.overlay.apply(objs, now)
         t0 = time.monotonic()
-        snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None)
+        snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
+                              wait_for_owners=True)
         t1 = time.monotonic()
         decisions = run_cycle(snap, self.cfg)
         t2 = time.monotonic()
+        if not self.leading():  # the lease may have gone while deciding: act on nothing
+            log.warning("lost the lease during a cycle; its decisions are dropped")
+            return decisions
         applied = self.actuator.apply(decisions)
         self.overlay.record(decisions, applied, now)
         t3 = time.monotonic()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Callable
 from urllib.parse import quote
 
@@ -41,6 +42,14 @@ class LeaderElector:
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(cfg.namespace)}/leases"
         self.thread = threading.Thread(target=self._run, name="leader", daemon=True)
         self.transitions = 0
+        self.renewed_at = 0.0  # monotonic time of the last successful acquire or renew
+
+    def holds(self) -> bool:
+        """Leader, and sure of it: the last renew is younger than the lease (a process frozen past its
+        lease, by a GC pause or SIGSTOP, has lost it even before its renew loop notices)."""
+        margin = min(1.0, self.cfg.leaseDurationSeconds / 4)
+        return self.is_leader.is_set() and \
+            time.monotonic() - self.renewed_at < self.cfg.leaseDurationSeconds - margin
 
     def start(self) -> None:
         self.thread.start()
@@ -87,7 +96,10 @@ class LeaderElector:
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
+                asked = time.monotonic()
                 won = self._try()
+                if won:
+                    self.renewed_at = asked  # counted from before the request: never optimistic
             except Exception as err:
                 log.warning("lease %s/%s: %s", self.cfg.namespace, self.cfg.name, err)
                 won = False

@@ -50,6 +50,8 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
             continue
         ns = str(meta.get("namespace") or "default")
         info = group_for_pod(pod, owners)
+        if info.owner is None and info.owner_kind in OWNER_KINDS:
+            continue  # its owner is not seen yet: it decides the gang, so wait for it
         key = (ns, info.name)
         if key in existing or key in out:
             continue

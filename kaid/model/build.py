@@ -432,8 +432,12 @@ def _sort_inputs(objects: Iterable[Obj]) -> _Inputs:
 
 
 def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None, now: float = 0.0,
-                   usage: Mapping[str, list[float]] | None = None) -> Snapshot:
-    """Read plain Kubernetes objects into a Snapshot. Never raises on a bad object."""
+                   usage: Mapping[str, list[float]] | None = None, wait_for_owners: bool = False) -> Snapshot:
+    """Read plain Kubernetes objects into a Snapshot. Never raises on a bad object.
+
+    ``wait_for_owners``: a pod whose workload owner (a Job, PyTorchJob, ...) is not among the objects yet
+    waits instead of being grouped by itself; the daemon sets it, since its watches can show a pod before
+    its owner and the owner decides the gang."""
     cfg = config or SchedulerConfig()
     inp = _sort_inputs(objects)
     problems: list[ObjectProblem] = []
@@ -508,7 +512,7 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
         if not pod.node and pod.releasing:
             continue  # deleted before it was ever placed
         pods.append(pod)
-        job = _job_for_pod(obj, pod, jobs, inp, cfg, pcs)
+        job = _job_for_pod(obj, pod, jobs, inp, cfg, pcs, wait_for_owners)
         job.errors.extend(pod_problems)
         pod.job = job
         job.pods.append(pod)
@@ -571,7 +575,7 @@ def _read_podgroup(obj: Obj, jobs: dict[str, Job], problems: list[ObjectProblem]
 
 
 def _job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], inp: _Inputs, cfg: SchedulerConfig,
-                 pcs: Mapping[str, PriorityClass]) -> Job:
+                 pcs: Mapping[str, PriorityClass], wait_for_owners: bool = False) -> Job:
     ann = _annotations(obj)
     pg_name = ann.get(c.POD_GROUP_ANNOTATION)
     owner: Obj | None = None
@@ -596,6 +600,10 @@ def _job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], inp: _Inputs, cfg: Sc
             job.created = parse_time(_meta(owner).get("creationTimestamp")) if owner else 0.0
             job.raw = owner
             jobs[key] = job
+            if wait_for_owners and info.owner is None and info.owner_kind in OWNER_KINDS:
+                job.errors.append(Reason(
+                    "OwnerNotSeen", f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
+                    "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
     if not job.pods:
         _labels_from(job, obj, owner, inp, cfg)
     return job

@@ -185,9 +185,6 @@ class Kaid:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
-        # Whatever the daemon started in its own session goes too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
 
     def log(self, lines: int = 60) -> str:
         try:
@@ -487,11 +484,20 @@ class PodWatch:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def by_uid(self) -> dict[str, list[PodVersion]]:
-        out: dict[str, list[PodVersion]] = {}
-        for v in self.snapshot():
-            out.setdefault(v.uid, []).append(v)
-        return out
+    def wait(self, predicate: Callable[[list[PodVersion]], bool], timeout: float, what: str) -> list[PodVersion]:
+        """Wait until the recorded versions satisfy ``predicate`` (the watch may lag a GET by a moment)."""
+
+        def ok() -> list[PodVersion] | None:
+            assert not self.errors, self.errors
+            versions = self.snapshot()
+            return versions if predicate(versions) else None
+
+        result: list[PodVersion] = wait_for(ok, timeout, what)
+        return result
+
+    def bound_uids(self, versions: list[PodVersion] | None = None) -> dict[str, str]:
+        """uid -> node of every pod seen bound."""
+        return {v.uid: v.node for v in (self.snapshot() if versions is None else versions) if v.node}
 
 
 @contextlib.contextmanager
@@ -501,7 +507,3 @@ def watching(cp: ControlPlane, namespace: str) -> Iterator[PodWatch]:
         yield watch
     finally:
         watch.stop()
-
-
-def kubectl_json(cp: ControlPlane, *args: str) -> Any:
-    return json.loads(cp.kubectl(*args, "-o", "json").stdout)

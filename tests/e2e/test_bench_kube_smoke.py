@@ -23,12 +23,44 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import bench_kube as bench  # noqa: E402
 
-TINY = ["--nodes", "5", "--pods", "40", "--gangs", "2", "--gang-min", "4", "--gang-max", "8", "--queues", "2",
-        "--qps", "50", "--timeout", "180", "--seed", "1", "--quiet"]
+TINY = [
+    "--nodes",
+    "5",
+    "--pods",
+    "40",
+    "--gangs",
+    "2",
+    "--gang-min",
+    "4",
+    "--gang-max",
+    "8",
+    "--queues",
+    "2",
+    "--qps",
+    "50",
+    "--timeout",
+    "180",
+    "--seed",
+    "1",
+    "--quiet",
+]
 
-RESULT_KEYS = {"create_s", "first_bind_s", "all_bound_s", "pods_per_s", "pods_per_s_binding", "pods_bound",
-               "gangs_whole", "gangs_partial", "max_gpus_on_a_node", "overcommitted_nodes", "scheduler_cpu_s",
-               "apiserver_cpu_s", "runs", "all_bound_every_run"}
+RESULT_KEYS = {
+    "create_s",
+    "first_bind_s",
+    "all_bound_s",
+    "pods_per_s",
+    "pods_per_s_binding",
+    "pods_bound",
+    "gangs_whole",
+    "gangs_partial",
+    "max_gpus_on_a_node",
+    "overcommitted_nodes",
+    "scheduler_cpu_s",
+    "apiserver_cpu_s",
+    "runs",
+    "all_bound_every_run",
+}
 
 
 @pytest.fixture(scope="module")

@@ -44,27 +44,49 @@ def setup(control_plane: ControlPlane) -> Iterator[dict[str, Any]]:
     cp.ensure_namespace(ns)
     cp.wait_for_default_serviceaccount(ns)
     # a read-only identity: everything kaictl reads, nothing it could write
-    cp.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-              "metadata": {"name": f"kai-readonly-{tag}"},
-              "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]})
-    cp.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-              "metadata": {"name": f"kai-readonly-{tag}"},
-              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                          "name": f"kai-readonly-{tag}"},
-              "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": ns}]})
+    cp.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"kai-readonly-{tag}"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+        }
+    )
+    cp.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"kai-readonly-{tag}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"kai-readonly-{tag}"},
+            "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": ns}],
+        }
+    )
     viewer = cp.serviceaccount_kubeconfig(ns, "viewer")
     yield {"cp": cp, "ns": ns, "pool": pool, "tag": tag, "admin": cp.kubeconfig, "viewer": viewer}
     cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def pod(name: str, ns: str, pool: str, queue: str, gpus: int, **extra: Any) -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"kai.scheduler/queue": queue},
-                         **extra.pop("meta", {})},
-            "spec": {"schedulerName": "kai-scheduler", "nodeSelector": {"kai.test/pool": pool},
-                     "containers": [{"name": "c", "image": "x", "resources": {
-                         "limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"cpu": "100m", "memory": "64Mi"}}}],
-                     **extra}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"kai.scheduler/queue": queue}, **extra.pop("meta", {})},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "nodeSelector": {"kai.test/pool": pool},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": str(gpus)},
+                        "requests": {"cpu": "100m", "memory": "64Mi"},
+                    },
+                }
+            ],
+            **extra,
+        },
+    }
 
 
 def test_queue_lifecycle(setup: dict[str, Any]) -> None:
@@ -99,12 +121,22 @@ def pending_work(setup: dict[str, Any]) -> dict[str, Any]:
     """No kaid runs here: pods stay pending, and kaictl recomputes why with the engine."""
     cp, ns, pool, tag, admin = setup["cp"], setup["ns"], setup["pool"], setup["tag"], setup["admin"]
     lim = f"lim-{tag}"
-    assert kai(admin, "queue", "create", lim, "--parent", "default-parent-queue", "--gpu-quota", "1",
-               "--gpu-limit", "2").exit_code == 0
+    assert (
+        kai(
+            admin, "queue", "create", lim, "--parent", "default-parent-queue", "--gpu-quota", "1", "--gpu-limit", "2"
+        ).exit_code
+        == 0
+    )
     cp.apply(pod("limited", ns, pool, lim, 4))
     cp.apply(pod("huge", ns, pool, "default-queue", 16))
-    cp.apply({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-              "metadata": {"name": "gang", "namespace": ns}, "spec": {"minMember": 3, "queue": "default-queue"}})
+    cp.apply(
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang", "namespace": ns},
+            "spec": {"minMember": 3, "queue": "default-queue"},
+        }
+    )
     for i in range(3):
         cp.apply(pod(f"gang-{i}", ns, pool, "default-queue", 3, meta={"annotations": {"pod-group-name": "gang"}}))
     return {"queue": lim}
@@ -146,12 +178,22 @@ def test_explain_fragmentation(setup: dict[str, Any]) -> None:
 
 def test_explain_evicted_pod(setup: dict[str, Any]) -> None:
     cp, ns = setup["cp"], setup["ns"]
-    cp.create(f"/api/v1/namespaces/{ns}/events", {
-        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "gone.1", "namespace": ns},
-        "involvedObject": {"kind": "Pod", "name": "gone", "namespace": ns}, "reason": "Evicted", "type": "Warning",
-        "message": f"reclaim for {ns}/winner: reclaimed for {ns}/winner: queue a has 0 GPUs allocated",
-        "lastTimestamp": "2026-11-21T10:00:00Z", "firstTimestamp": "2026-11-21T10:00:00Z", "count": 1,
-        "source": {"component": "kai-scheduler"}})
+    cp.create(
+        f"/api/v1/namespaces/{ns}/events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "gone.1", "namespace": ns},
+            "involvedObject": {"kind": "Pod", "name": "gone", "namespace": ns},
+            "reason": "Evicted",
+            "type": "Warning",
+            "message": f"reclaim for {ns}/winner: reclaimed for {ns}/winner: queue a has 0 GPUs allocated",
+            "lastTimestamp": "2026-11-21T10:00:00Z",
+            "firstTimestamp": "2026-11-21T10:00:00Z",
+            "count": 1,
+            "source": {"component": "kai-scheduler"},
+        },
+    )
     data = json.loads(kai(setup["viewer"], "explain", "pod", "gone", "-n", ns, "-o", "json").stdout)
     assert data["state"] == "Evicted" and data["action"] == "reclaim" and data["by"] == f"{ns}/winner"
     assert data["when"] == "2026-11-21T10:00:00Z"
@@ -166,25 +208,37 @@ def test_fairshare_and_top_live(setup: dict[str, Any], pending_work: dict[str, A
     assert data["gpus"] > 0 and any(j["podGroup"] == f"{setup['ns']}/gang" for j in data["pending"])
 
 
-def test_dry_run_live_equals_saved_snapshot(setup: dict[str, Any], pending_work: dict[str, Any],
-                                            tmp_path: Path) -> None:
+def test_dry_run_live_equals_saved_snapshot(
+    setup: dict[str, Any], pending_work: dict[str, Any], tmp_path: Path
+) -> None:
     viewer, ns, pool = setup["viewer"], setup["ns"], setup["pool"]
     work = tmp_path / "work.yaml"
-    work.write_text(yaml.safe_dump({
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": ns,
-                                                               "annotations": {"kai.scheduler/batch-min-member": "2"}},
-        "spec": {"parallelism": 2, "template": {
-            "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
-            "spec": {"nodeSelector": {"kai.test/pool": pool},
-                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}))
+    work.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "train", "namespace": ns, "annotations": {"kai.scheduler/batch-min-member": "2"}},
+                "spec": {
+                    "parallelism": 2,
+                    "template": {
+                        "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
+                        "spec": {
+                            "nodeSelector": {"kai.test/pool": pool},
+                            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                        },
+                    },
+                },
+            }
+        )
+    )
     now = "1800000000"
     live = kai(viewer, "dry-run", "-f", str(work), "-o", "json", "--now", now)
     assert live.exit_code == 0, live.output
     saved = tmp_path / "snap.yaml"
     assert kai(viewer, "snapshot", "save", "-o", str(saved)).exit_code == 0
     assert "Secret" not in saved.read_text()
-    offline = runner.invoke(kaictl, ["dry-run", "--snapshot", str(saved), "-f", str(work), "-o", "json",
-                                     "--now", now])
+    offline = runner.invoke(kaictl, ["dry-run", "--snapshot", str(saved), "-f", str(work), "-o", "json", "--now", now])
     assert offline.exit_code == 0, offline.output
     a, b = json.loads(live.stdout), json.loads(offline.stdout)
     assert a["pods"] == b["pods"] and a["pending"] == b["pending"] and a["actions"] == b["actions"]
@@ -206,7 +260,8 @@ def test_kubectl_kai_plugin_live(setup: dict[str, Any]) -> None:
     assert kubectl is not None
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "KUBECONFIG": str(setup["admin"])}
-    out = subprocess.run([kubectl, "kai", "fairshare", "-o", "json"], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run(
+        [kubectl, "kai", "fairshare", "-o", "json"], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert "default-queue" in {r["name"] for r in json.loads(out.stdout)["queues"]}
