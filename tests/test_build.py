@@ -127,3 +127,29 @@ def test_running_pods_occupy_devices_and_other_schedulers_count() -> None:
     assert n.idle == 0
     assert sorted(n.dev_used) == [750, 1000, 1000, 1000]
     assert {p.name for p in snap.pods} == {"whole", "frac1", "frac2"}
+
+
+def test_job_made_by_a_cronjob_is_its_own_workload() -> None:
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": "default"}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "nightly-1", "namespace": "default", "labels": {"kai.scheduler/queue": "q"},
+        "annotations": {"kai.scheduler/batch-min-member": "2"},
+        "ownerReferences": [{"kind": "CronJob", "name": "nightly", "controller": True}]}, "spec": {"parallelism": 2}}
+    pods = []
+    for i in range(2):
+        p = pod(f"nightly-1-{i}")
+        p["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "nightly-1", "controller": True}]
+        pods.append(p)
+    snap = build_snapshot([queue("q"), cron, job, *pods], wait_for_owners=True)
+    only = snap.jobs["default/pg-job-nightly-1"]
+    assert only.min_member == 2 and only.queue == "q" and not only.errors
+
+
+def test_pods_wait_for_an_owner_not_seen_yet() -> None:
+    p = pod("w-0")
+    p["metadata"]["ownerReferences"] = [{"kind": "PyTorchJob", "name": "ddp", "controller": True}]
+    waiting = build_snapshot([queue("default-queue"), p], wait_for_owners=True)
+    (job,) = waiting.jobs.values()
+    assert job.errors[0].code == "OwnerNotSeen" and "PyTorchJob ddp" in job.errors[0].message
+    offline = build_snapshot([queue("default-queue"), p])
+    assert not next(iter(offline.jobs.values())).errors

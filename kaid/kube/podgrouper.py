@@ -13,7 +13,7 @@ from urllib.parse import quote
 from kaid.api import constants as c
 from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
-from kaid.model.build import OWNER_KINDS
+from kaid.model.build import OWNER_KINDS, WATCHED_OWNER_KINDS
 from kaid.model.grouping import OwnerIndex, group_for_pod, workload_labels
 
 log = logging.getLogger("kaid.podgrouper")
@@ -50,7 +50,7 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
             continue
         ns = str(meta.get("namespace") or "default")
         info = group_for_pod(pod, owners)
-        if info.owner is None and info.owner_kind in OWNER_KINDS:
+        if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue  # its owner is not seen yet: it decides the gang, so wait for it
         key = (ns, info.name)
         if key in existing or key in out:

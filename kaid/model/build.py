@@ -39,6 +39,9 @@ from kaid.model.objects import (
 Obj = dict[str, Any]
 OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "CronJob", "PyTorchJob", "MPIJob",
                "RayJob", "RayCluster", "JobSet", "LeaderWorkerSet", "TFJob", "XGBoostJob"}
+# owners the daemon watches: a pod whose owner is one of these waits until the owner is seen
+WATCHED_OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "PyTorchJob", "MPIJob", "RayJob",
+                       "RayCluster", "JobSet", "LeaderWorkerSet"}
 
 
 def parse_time(value: Any) -> float:
@@ -600,7 +603,7 @@ def _job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], inp: _Inputs, cfg: Sc
             job.created = parse_time(_meta(owner).get("creationTimestamp")) if owner else 0.0
             job.raw = owner
             jobs[key] = job
-            if wait_for_owners and info.owner is None and info.owner_kind in OWNER_KINDS:
+            if wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
                 job.errors.append(Reason(
                     "OwnerNotSeen", f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
                     "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))

@@ -48,8 +48,8 @@ def top_owner(pod: Obj, owners: OwnerIndex) -> tuple[str, str, Obj | None]:
     current: Obj = pod
     while True:
         ref = controller_ref(current)
-        if ref is None:
-            return kind, name, obj
+        if ref is None or (kind == "Job" and ref.get("kind") == "CronJob"):
+            return kind, name, obj  # each Job a CronJob makes is a workload of its own
         kind, name = str(ref["kind"]), str(ref["name"])
         if (kind, name) in seen:
             return kind, name, None
