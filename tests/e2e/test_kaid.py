@@ -680,6 +680,40 @@ def test_podgroup_is_not_made_before_its_owner_is_seen(
         cp.kubectl("delete", crd, "--wait=false", check=False)
 
 
+def test_job_made_from_a_cronjob_is_scheduled_in_its_queue(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """``kubectl create job --from=cronjob/...`` (and every scheduled run) makes a Job owned by the CronJob;
+    its pods must be scheduled as that Job's gang, in the queue its labels name."""
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"cron-{_suffix()}", 0))
+    start_kaid("cron")
+    template = gang_job("unused", pool, q, 2)
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {
+            "schedule": "0 3 * * *",
+            "suspend": True,
+            "jobTemplate": {
+                "metadata": {"labels": template["metadata"]["labels"],
+                             "annotations": template["metadata"]["annotations"]},
+                "spec": template["spec"],
+            },
+        },
+    }  # fmt: skip
+    cp.create(f"/apis/batch/v1/namespaces/{namespace}/cronjobs", cron)
+    cp.kubectl("create", "job", "nightly-now", "--from=cronjob/nightly", "-n", namespace)
+    job = cp.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/nightly-now")
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert job["metadata"]["labels"][QUEUE_LABEL] == q
+    _wait_bound(cp, namespace, 2, "job-name=nightly-now")
+    groups = cp.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")["items"]
+    assert [(g["spec"]["queue"], g["spec"]["minMember"]) for g in groups] == [(q, 2)], groups
+
+
 # --------------------------------------------------------------------------------------------------
 # Configuration and signals
 
