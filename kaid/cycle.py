@@ -6,6 +6,7 @@ the config enables or disables each. Every action works on the same Session of t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,13 +89,17 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
                 pod.gpu_milli_on(node), action, by)
 
 
-def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None) -> Decisions:
+def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
+              on_bind: Callable[[list[Bind]], None] | None = None) -> Decisions:
     """One cycle. With ``focus`` (a job key) it decides only as much as that job's outcome needs: what
-    ``kaictl explain`` uses; the decisions about other jobs are then incomplete."""
+    ``kaictl explain`` uses; the decisions about other jobs are then incomplete. ``on_bind`` receives each
+    job's binds as soon as allocate commits them (they are in the Decisions too), so that a daemon can
+    start binding while the rest of the cycle decides."""
     compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     index = NodeIndex(snap.nodes)
-    session = Session(snap, index, focus=focus)
+    hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
+    session = Session(snap, index, focus=focus, on_commit=hook)
     reasons: dict[str, list[Reason]] = {}
     out = Decisions(problems=list(snap.problems))
     for pod in ready_pipelined(snap):

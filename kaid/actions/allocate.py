@@ -183,7 +183,9 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
             reasons[job.key] = [over]
             return False
         if choice is not None:
+            cp = session.checkpoint()
             session.allocate(pod, choice[0], choice[1])
+            session.committed(cp)
             stats.pods_placed += 1
             stats.jobs_placed += 1
             return True
@@ -207,6 +209,7 @@ def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: b
             except Exception:
                 session.rollback(cp)
                 raise
+            session.committed(cp)
             stats.pods_placed += len(plan.placements)
             stats.jobs_placed += 1
             if plan.method == "cpsat":

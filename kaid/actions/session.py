@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Snapshot
@@ -31,6 +32,12 @@ class Session:
     # one job to explain: allocate stops once it is done (later jobs cannot change its fate) and the
     # eviction actions try only it
     focus: str | None = None
+    # called with a job's allocations as soon as allocate commits them (the daemon starts binding)
+    on_commit: Callable[[list[Op]], None] | None = None
+
+    def committed(self, checkpoint: int) -> None:
+        if self.on_commit is not None:
+            self.on_commit([op for op in self.ops[checkpoint:] if op.kind == "allocate"])
 
     def _queue(self, pod: Pod) -> Queue | None:
         return self.snap.queues.get(pod.job.queue) if pod.job else None

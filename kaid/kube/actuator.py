@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,9 +85,16 @@ class Actuator:
             return False
         return bool((pod.get("spec") or {}).get("nodeName") == node)
 
-    def bind(self, binds: list[Bind]) -> ApplyResult:
+    def start_binds(self, binds: list[Bind]) -> list[tuple[Bind, Future[str | None]]]:
+        """Send binds now, without waiting: a cycle streams each job's binds as soon as it is placed."""
+        return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
+
+    def bind(self, binds: list[Bind], started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
+        """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
         out = ApplyResult()
-        results = list(self.pool.map(self._bind_one, binds))
+        pairs = list(started or []) + self.start_binds(binds)
+        binds = [b for b, _ in pairs]
+        results = [f.result() for _, f in pairs]
         by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)
         for b, err in zip(binds, results, strict=True):
             by_job[b.job].append((b, err))
@@ -152,9 +159,10 @@ class Actuator:
                 return False
         return sum(1 for ok in self.pool.map(one, pipelined) if ok)
 
-    def apply(self, d: Decisions) -> ApplyResult:
+    def apply(self, d: Decisions, started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         ev = self.evict(d.evictions)
-        out = self.bind(d.binds)
+        sent = {b.pod for b, _ in started or []}
+        out = self.bind([b for b in d.binds if b.pod not in sent], started)
         out.evicted, out.evict_failed = ev.evicted, ev.evict_failed
         evicted = {e.pod for e in d.evictions}
         # a pod moved by consolidation is recreated by its controller under a new name: nothing to mark

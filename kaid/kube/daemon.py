@@ -216,12 +216,18 @@ class Daemon:
         snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
                               wait_for_owners=True)
         t1 = time.monotonic()
-        decisions = run_cycle(snap, self.cfg)
+        streamed: list[Any] = []
+
+        def stream(binds: list[Bind]) -> None:  # a placed job's binds go out while the cycle goes on
+            if self.leading():
+                streamed.extend(self.actuator.start_binds(binds))
+
+        decisions = run_cycle(snap, self.cfg, on_bind=stream)
         t2 = time.monotonic()
-        if not self.leading():  # the lease may have gone while deciding: act on nothing
-            log.warning("lost the lease during a cycle; its decisions are dropped")
-            return decisions
-        applied = self.actuator.apply(decisions)
+        if not self.leading():  # the lease may have gone while deciding: act on nothing more
+            log.warning("lost the lease during a cycle; its remaining decisions are dropped")
+            decisions = Decisions(binds=[b for b, _ in streamed])
+        applied = self.actuator.apply(decisions, streamed)
         self.overlay.record(decisions, applied, now)
         t3 = time.monotonic()
         self._mark_stale(snap, decisions)
