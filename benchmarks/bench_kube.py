@@ -474,7 +474,8 @@ class KaidProcess:
         kubeconfig = cp.serviceaccount_kubeconfig("kai-scheduler", "kai-scheduler", expiration_seconds=7200,
                                                   create=False)
         argv = ["kaid", "run", "--kubeconfig", str(kubeconfig), "--config", str(config), "--metrics-port",
-                str(self.port), "--no-leader-elect", "--log-level", opts.kaid_log_level]
+                str(self.port), "--metrics-address", "127.0.0.1", "--no-leader-elect", "--log-level",
+                opts.kaid_log_level]
         self.profile = opts.kaid_profile
         if self.profile:
             code = (f"import cProfile, sys; sys.argv = {argv!r}; from kaid.cli import main; "

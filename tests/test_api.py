@@ -62,3 +62,12 @@ def test_config_file_errors_name_the_field(tmp_path: pytest.TempPathFactory) -> 
     p.write_text("placement: {gpu: spread}\n")
     assert load_config(p).placement.gpu == "spread"
     assert load_config(None) == SchedulerConfig()
+
+
+def test_config_unknown_key_suggests_the_right_one(tmp_path: pytest.TempPathFactory) -> None:
+    from pathlib import Path
+
+    p = Path(str(tmp_path)) / "c.yaml"
+    p.write_text("cyclePeriod: 3\nplacement: {gangSolvr: greedy}\n")
+    with pytest.raises(ValueError, match=r"did you mean placement\.gangSolver\?.*did you mean cyclePeriodSeconds"):
+        load_config(p)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -74,4 +75,16 @@ def load_config(path: str | Path | None) -> SchedulerConfig:
     try:
         return SchedulerConfig.model_validate(data)
     except ValidationError as err:
-        raise ValueError(f"config file {p}: {validation_message(err)}") from None
+        hints = []
+        for item in err.errors():
+            if item.get("type") == "extra_forbidden" and item.get("loc"):
+                *parent, key = [str(x) for x in item["loc"]]
+                model: Any = SchedulerConfig
+                for part in parent:
+                    model = getattr(model.model_fields.get(part), "annotation", None)
+                fields = list(getattr(model, "model_fields", {}))
+                close = difflib.get_close_matches(key, fields, n=1)
+                if close:
+                    hints.append(f"did you mean {'.'.join([*parent, close[0]])}?")
+        raise ValueError(f"config file {p}: {validation_message(err)}" + (f" ({'; '.join(hints)})" if hints else "")
+                         ) from None

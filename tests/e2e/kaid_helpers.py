@@ -113,6 +113,7 @@ class Kaid:
                     "--config", str(self.config_path),
                     "--identity", self.identity,
                     "--metrics-port", str(self.port),
+                    "--metrics-address", "127.0.0.1",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
