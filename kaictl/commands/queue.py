@@ -52,6 +52,12 @@ def _resources(values: dict[str, float | None], defaults: bool) -> Obj:
     return out
 
 
+def _flags(*values: float | None) -> dict[str, float | None]:
+    """The nine --RESOURCE-quota/limit/weight options, in gpu, cpu, memory order, keyed for _resources."""
+    keys = [f"{r}_{f}" for r in RES for f in ("quota", "limit", "overQuotaWeight")]
+    return dict(zip(keys, values, strict=True))
+
+
 def validate(name: str, spec: Obj, existing: dict[str, Obj]) -> list[str]:
     """Errors (raise) and warnings (returned) for a queue about to be written."""
     try:
@@ -158,9 +164,8 @@ def create(
                                      "limit": (given.get(r) or {}).get("limit", -1),
                                      "overQuotaWeight": (given.get(r) or {}).get("overQuotaWeight", 1)} for r in RES}
     elif name:
-        values = {"gpu_quota": gpu_quota, "gpu_limit": gpu_limit, "gpu_overQuotaWeight": gpu_weight,
-                  "cpu_quota": cpu_quota, "cpu_limit": cpu_limit, "cpu_overQuotaWeight": cpu_weight,
-                  "memory_quota": memory_quota, "memory_limit": memory_limit, "memory_overQuotaWeight": memory_weight}
+        values = _flags(gpu_quota, gpu_limit, gpu_weight, cpu_quota, cpu_limit, cpu_weight, memory_quota,
+                        memory_limit, memory_weight)
         spec = {"priority": priority, "resources": _resources(values, defaults=True)}
         if parent:
             spec["parentQueue"] = parent
@@ -215,9 +220,8 @@ def set_(
     if name not in existing:
         fail(f"queue {name} does not exist (existing: {', '.join(sorted(existing)) or 'none'})")
     spec = dict(existing[name].get("spec") or {})
-    values = {"gpu_quota": gpu_quota, "gpu_limit": gpu_limit, "gpu_overQuotaWeight": gpu_weight,
-              "cpu_quota": cpu_quota, "cpu_limit": cpu_limit, "cpu_overQuotaWeight": cpu_weight,
-              "memory_quota": memory_quota, "memory_limit": memory_limit, "memory_overQuotaWeight": memory_weight}
+    values = _flags(gpu_quota, gpu_limit, gpu_weight, cpu_quota, cpu_limit, cpu_weight, memory_quota,
+                    memory_limit, memory_weight)
     changes = _resources(values, defaults=False)
     if not changes and parent is None and priority is None:
         fail("nothing to change: pass for example --gpu-limit 16")

@@ -60,31 +60,26 @@ class Session:
     def checkpoint(self) -> int:
         return len(self.ops)
 
-    def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = "allocate") -> None:
-        op = Op("allocate", pod, node, devices, action, prev_status=pod.status, prev_node=pod.node,
+    def _place(self, kind: str, status: str, pod: Pod, node: Node, devices: Devices, action: str,
+               by: str | None) -> None:
+        op = Op(kind, pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
                 prev_devices=pod.devices)
         self.index.assign(node, pod, devices)
         self._charge(pod, node, +1)
-        pod.status = "Allocated"
+        pod.status = status
         pod.node = node.name
         pod.devices = devices
         if pod.frac_devices and devices:
             pod.gpu_group = node.dev_group[devices[0]]
         self.ops.append(op)
 
+    def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = "allocate") -> None:
+        self._place("allocate", "Allocated", pod, node, devices, action, None)
+
     def pipeline(self, pod: Pod, node: Node, devices: Devices, action: str, by: str | None) -> None:
         """Place a pod onto resources that evictions in this session are freeing; it is bound once the
         victims are gone, and the resources stay reserved for it until then."""
-        op = Op("pipeline", pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
-                prev_devices=pod.devices)
-        self.index.assign(node, pod, devices)
-        self._charge(pod, node, +1)
-        pod.status = "Pipelined"
-        pod.node = node.name
-        pod.devices = devices
-        if pod.frac_devices and devices:
-            pod.gpu_group = node.dev_group[devices[0]]
-        self.ops.append(op)
+        self._place("pipeline", "Pipelined", pod, node, devices, action, by)
 
     def evict(self, pod: Pod, action: str, by: str | None, message: str) -> None:
         """Evict a running pod: its resources are free for this session's later placements."""
