@@ -42,6 +42,7 @@ def run(
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.WARNING)  # one debug line per request drowns kaid's own
     try:
         cfg = load_config(config)
         overrides: dict[str, object] = {}

@@ -9,19 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-from kaid.api.config import SchedulerConfig, load_config
-from kaid.sim.cluster import builtin_cluster, builtin_profile, simulate
-from kaid.sim.files import SnapshotFileError, load_objects
-from kaid.sim.plot import plot
-from kaid.sim.report import render
-from kaid.sim.whatif import add_nodes as more_nodes
-from kaid.sim.whatif import profile_for
-from kaid.sim.whatif import set_queue as set_queue_expr
-from kaid.sim.workload import generate, load_trace
 
 
 def simulate_command(
@@ -47,6 +34,21 @@ def simulate_command(
 
     Pods already in a snapshot keep running for the whole simulation (their remaining time is unknown);
     its pending pods are scheduled with the trace's jobs."""
+    # imported here, not at the top: ``kaid run`` shares this CLI and must start fast
+    import yaml
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kaid.api.config import SchedulerConfig, load_config
+    from kaid.sim.cluster import builtin_cluster, builtin_profile, simulate
+    from kaid.sim.files import SnapshotFileError, load_objects
+    from kaid.sim.plot import plot
+    from kaid.sim.report import render
+    from kaid.sim.whatif import add_nodes as more_nodes
+    from kaid.sim.whatif import profile_for
+    from kaid.sim.whatif import set_queue as set_queue_expr
+    from kaid.sim.workload import generate, load_trace
+
     err = Console(stderr=True, soft_wrap=True)
     if output not in ("table", "json", "yaml"):
         err.print(f"[red]error:[/red] unknown output format {output!r}: use table, json or yaml")
