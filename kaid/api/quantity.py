@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -25,9 +26,16 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(value)
     if isinstance(value, float):
         return Decimal(repr(value))
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity (expected a number such as 2, 500m or 16Gi)")
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=4096)  # a cluster's pods repeat the same few request strings ("100m", "256Mi", "1")
+def _parse_text(value: str) -> Decimal:
     text = value.strip()
+    if not text:
+        raise QuantityError(f"{value!r} is not a quantity (expected a number such as 2, 500m or 16Gi)")
     for suffix, mult in _BINARY.items():
         if text.endswith(suffix):
             return _number(text[: -len(suffix)], value) * mult

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -48,6 +49,11 @@ def parse_time(value: Any) -> float:
     """RFC 3339 timestamp -> epoch seconds (0 when absent or unreadable)."""
     if not isinstance(value, str) or not value:
         return 0.0
+    return _parse_timestamp(value)
+
+
+@lru_cache(maxsize=4096)  # pods made together share their timestamps (they have whole seconds)
+def _parse_timestamp(value: str) -> float:
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -145,13 +151,13 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
         problems.append(Reason("InvalidSpec", f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
                                f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
     pod.gpu_whole = int(gpu)
-    _read_sharing(pod, _annotations(obj), problems)
+    ann = _annotations(obj)
+    _read_sharing(pod, ann, problems)
     pod.node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
     pod.affinity = _required_terms(spec)
     pod.tolerations = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
     if pod.node_selector or pod.affinity or pod.tolerations:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
-    ann = _annotations(obj)
     devs = ann.get(c.GPU_DEVICES_ANNOTATION)
     if devs:
         try:
