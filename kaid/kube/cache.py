@@ -1,6 +1,11 @@
 """A watch cache over the objects the engine reads: list, then watch from the resourceVersion, resume
 after a dropped watch, relist after ``410 Gone``. It keeps raw JSON dicts; a Snapshot is built from
-them each cycle."""
+them each cycle.
+
+Optional resources (CRDs of other projects that a cluster may not have) are found through API discovery,
+one request for all of them, repeated every ``DISCOVERY_PERIOD`` seconds: an informer lists and watches
+its resource only while the API server serves it. Every request goes through the client's rate limit,
+the one binds use, so absent resources must not be polled one by one."""
 
 from __future__ import annotations
 
@@ -14,13 +19,20 @@ from kaid.kube.client import ApiError, KubeClient
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.cache")
+DISCOVERY_PERIOD = 30.0
 
 
 @dataclass(frozen=True)
 class Resource:
     kind: str
     path: str  # collection path, cluster-wide
-    optional: bool = False  # a CRD that may not be installed (retried now and then)
+    optional: bool = False  # a CRD that may not be installed (found through discovery)
+
+    @property
+    def group_version(self) -> str:
+        """``/apis/kubeflow.org/v1/pytorchjobs`` -> ``kubeflow.org/v1``; ``/api/v1/pods`` -> ``v1``."""
+        parts = self.path.strip("/").split("/")
+        return "/".join(parts[1:3]) if parts[0] == "apis" else parts[1]
 
 
 RESOURCES: tuple[Resource, ...] = (
@@ -53,7 +65,8 @@ def _key(obj: Obj) -> str:
 class Informer:
     """One resource: a thread that keeps ``items`` equal to the server's state."""
 
-    def __init__(self, client: KubeClient, res: Resource, stop: threading.Event, changed: threading.Event) -> None:
+    def __init__(self, client: KubeClient, res: Resource, stop: threading.Event, changed: threading.Event,
+                 discovered: threading.Event | None = None) -> None:
         self.client = client
         self.res = res
         self.stop = stop
@@ -62,6 +75,11 @@ class Informer:
         self.lock = threading.Lock()
         self.synced = threading.Event()
         self.absent = False  # an optional CRD that is not installed
+        self.discovered = discovered or threading.Event()  # the first discovery has answered
+        self.present = threading.Event()  # discovery (or a list) says the server has the resource
+        if not res.optional:
+            self.discovered.set()
+            self.present.set()
         self.rv = ""
         self.relists = 0
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
@@ -70,24 +88,47 @@ class Informer:
         self.thread.start()
 
     def _list(self) -> None:
-        data = self.client.get(self.res.path)
+        began = time.monotonic()
         kind = self.res.kind
-        items = {}
-        for obj in data.get("items") or []:
+        items: dict[str, Obj] = {}
+
+        def add(obj: Obj) -> None:
             obj.setdefault("kind", kind)
             items[_key(obj)] = obj
+
+        data = self.client.list(self.res.path, add)  # items decoded while the server still sends the rest
         with self.lock:
             self.items = items
         self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
         self.relists += 1
         self.absent = False
+        log.debug("listed %d %s in %.0f ms", len(items), kind, (time.monotonic() - began) * 1000)
         self.changed.set()
         self.synced.set()
+
+    def _wait_present(self) -> None:
+        """An optional resource the server does not have: empty and synced until discovery finds it."""
+        self.discovered.wait()
+        if self.present.is_set():
+            return
+        with self.lock:
+            had = bool(self.items)
+            self.items = {}
+        self.absent = True
+        self.synced.set()
+        if had:
+            self.changed.set()
+        while not self.stop.is_set() and not self.present.wait(1.0):
+            pass
 
     def _run(self) -> None:
         backoff = 0.5
         need_list = True
         while not self.stop.is_set():
+            if self.res.optional and not self.present.is_set():
+                self._wait_present()
+                need_list = True
+                continue
             try:
                 if need_list:
                     self._list()
@@ -102,9 +143,7 @@ class Informer:
                     need_list = True  # too old: relist
                     continue
                 if err.status == 404 and self.res.optional:
-                    self.absent = True
-                    self.synced.set()
-                    self.stop.wait(10.0)  # look again soon: a CRD installed now should be seen
+                    self.present.clear()  # removed: discovery says when it is back
                     need_list = True
                     continue
                 log.warning("watch %s failed: %s; retrying", self.res.kind, err.message)
@@ -136,15 +175,42 @@ class Informer:
         self.changed.set()
 
 
+def served_group_versions(client: KubeClient) -> set[str]:
+    """The group/versions the API server serves, from discovery (``/apis``, one request)."""
+    data = client.get("/apis", retries=1)
+    return {str(v.get("groupVersion")) for g in data.get("groups") or [] for v in g.get("versions") or []}
+
+
 class WatchCache:
     def __init__(self, client: KubeClient, resources: tuple[Resource, ...] = RESOURCES) -> None:
+        self.client = client
         self.stop = threading.Event()
         self.changed = threading.Event()
-        self.informers = [Informer(client, r, self.stop, self.changed) for r in resources]
+        self.discovered = threading.Event()
+        self.informers = [Informer(client, r, self.stop, self.changed, self.discovered) for r in resources]
+        self.optional = [inf for inf in self.informers if inf.res.optional]
+        self.discovery = threading.Thread(target=self._discover, name="discovery", daemon=True)
 
     def start(self) -> None:
         for inf in self.informers:
             inf.start()
+        if self.optional:
+            self.discovery.start()
+        else:
+            self.discovered.set()
+
+    def _discover(self) -> None:
+        while not self.stop.is_set():
+            try:
+                served: set[str] | None = served_group_versions(self.client)
+            except Exception as err:  # no discovery: let each informer find out by listing
+                log.info("API discovery failed (%s); listing every optional resource to find out", err)
+                served = None
+            for inf in self.optional:
+                if served is None or inf.res.group_version in served:
+                    inf.present.set()
+            self.discovered.set()
+            self.stop.wait(DISCOVERY_PERIOD)
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

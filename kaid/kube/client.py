@@ -7,10 +7,11 @@ goes through one token bucket (client QPS and burst).
 
 from __future__ import annotations
 
+import codecs
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -156,6 +157,28 @@ class KubeClient:
             delay *= 2
         raise AssertionError("unreachable")
 
+    def list(self, path: str, on_item: Callable[[Obj], None], timeout: float = 120.0, **params: Any) -> Obj:
+        """GET a collection, handing each item to ``on_item`` as soon as its bytes have arrived (so the
+        decoding overlaps the server's streaming of the rest); returns the list without ``items``."""
+        self.limiter.take()
+        url = self.host + path + (("?" + urlencode(params)) if params else "")
+        resp = self.http.request("GET", url, headers=self._headers(None), preload_content=False,
+                                 timeout=urllib3.Timeout(connect=10.0, read=timeout))
+        try:
+            if resp.status >= 400:
+                body = resp.read()
+                try:
+                    payload = json.loads(body) if body else {}
+                except ValueError:
+                    payload = {"message": body[:500].decode(errors="replace")}
+                raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+            decoder = ListDecoder(on_item)
+            for chunk in resp.stream(1 << 18):
+                decoder.feed(chunk)
+            return decoder.close()
+        finally:
+            resp.release_conn()
+
     def create(self, path: str, obj: Obj) -> Obj:
         return self.request("POST", path, obj)
 
@@ -190,6 +213,111 @@ class KubeClient:
                         yield json.loads(line)
         finally:
             resp.release_conn()
+
+
+class ListDecoder:
+    """Incremental decoder of a list response (``{"kind": ..., "metadata": ..., "items": [...]}``): each
+    element of ``items`` goes to ``on_item`` once its last byte is in; the other fields are kept."""
+
+    _WS = " \t\r\n"
+    _AFTER_NUMBER = frozenset(",]} \t\r\n")
+
+    def __init__(self, on_item: Callable[[Obj], None]) -> None:
+        self.on_item = on_item
+        self.head: Obj = {}
+        self.buf = ""
+        self.pos = 0
+        self.state = "start"  # start -> key -> value | items -> ... -> end
+        self.key = ""
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+        self.decoder = json.JSONDecoder()
+
+    def feed(self, chunk: bytes, final: bool = False) -> None:
+        self.buf = self.buf[self.pos:] + self.utf8.decode(chunk, final)
+        self.pos = 0
+        while self._step(final):
+            pass
+
+    def close(self) -> Obj:
+        self.feed(b"", final=True)
+        if self.state != "end":
+            raise ValueError("the list response ended early")
+        return self.head
+
+    def _skip(self, extra: str = "") -> str | None:
+        """The next character that is not white space (or in ``extra``), without consuming it."""
+        buf, n, skip = self.buf, len(self.buf), self._WS + extra
+        while self.pos < n and buf[self.pos] in skip:
+            self.pos += 1
+        return buf[self.pos] if self.pos < n else None
+
+    def _value(self, final: bool) -> tuple[bool, Any]:
+        """One JSON value at ``pos``: (True, value) once it is complete, (False, None) to wait for more."""
+        try:
+            value, end = self.decoder.raw_decode(self.buf, self.pos)
+        except json.JSONDecodeError:
+            if final:
+                raise
+            return False, None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                (end == len(self.buf) or self.buf[end] not in self._AFTER_NUMBER):
+            if not final:  # "1.5" of "1.5e+16": the number may go on in the next chunk
+                return False, None
+            if end < len(self.buf):
+                raise ValueError(f"a list response has {self.buf[end]!r} after a number")
+        self.pos = end
+        return True, value
+
+    def _step(self, final: bool) -> bool:
+        """Consume one token or value; False when more bytes are needed (or the list has ended)."""
+        ch = self._skip("," if self.state in ("key", "items") else "")
+        if ch is None or self.state == "end":
+            return False
+        if self.state == "start":
+            if ch != "{":
+                raise ValueError("a list response must be a JSON object")
+            self.pos += 1
+            self.state = "key"
+        elif self.state == "key":
+            if ch == "}":
+                self.pos += 1
+                self.state = "end"
+                return False
+            start = self.pos
+            done, key = self._value(final)
+            if not done:
+                return False
+            colon = self._skip()
+            if colon is None:  # the key is in, its colon not yet
+                if final:
+                    raise ValueError(f"a list response has key {key!r} without a value")
+                self.pos = start
+                return False
+            if colon != ":":
+                raise ValueError(f"a list response has {colon!r} after key {key!r}, not ':'")
+            self.pos += 1
+            self.key = str(key)
+            self.state = "value"
+        elif self.state == "value":
+            if self.key == "items" and ch == "[":
+                self.pos += 1
+                self.state = "items"
+                return True
+            done, value = self._value(final)
+            if not done:
+                return False
+            self.head[self.key] = value
+            self.state = "key"
+        elif self.state == "items":
+            if ch == "]":
+                self.pos += 1
+                self.state = "key"
+                return True
+            done, item = self._value(final)
+            if not done:
+                return False
+            self.on_item(item)
+        return True
 
 
 def pod_path(namespace: str, name: str, sub: str = "") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kaid.kube.cache import RESOURCES, Resource
+from kaid.kube.cache import RESOURCES, Resource, served_group_versions
 from kaid.kube.client import ApiError, KubeClient
 
 Obj = dict[str, Any]
@@ -19,7 +19,15 @@ class ReadError(RuntimeError):
 def read_cluster(client: KubeClient, resources: tuple[Resource, ...] = RESOURCES,
                  progress: Callable[[str], None] | None = None) -> list[Obj]:
     out: list[Obj] = []
+    served: set[str] | None = None
+    if any(res.optional for res in resources):
+        try:
+            served = served_group_versions(client)  # one request instead of one per optional CRD
+        except Exception:
+            served = None  # list them all and skip those that answer 404
     for res in resources:
+        if res.optional and served is not None and res.group_version not in served:
+            continue
         if progress is not None:
             progress(res.kind)
         try:

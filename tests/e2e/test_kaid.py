@@ -636,9 +636,9 @@ def test_podgroup_is_not_made_before_its_owner_is_seen(
     """A workload whose owner kaid cannot see yet must not be scheduled as something else.
 
     Deterministic stand-in for a race seen in the restart test (a Job's pods listed or watched before
-    the Job): kaid starts before the PyTorchJob CRD exists, so its optional PyTorchJob watch is off (it
-    looks again after 60 s). A PyTorchJob of 3 one-GPU pods then arrives, in a queue, on 2 free GPUs:
-    as a gang of 3 it cannot start, and nothing may bind."""
+    the Job): kaid starts before the PyTorchJob CRD exists, so its optional PyTorchJob watch is off (API
+    discovery finds the CRD within 30 s). A PyTorchJob of 3 one-GPU pods then arrives, in a queue, on 2
+    free GPUs: as a gang of 3 it cannot start, and nothing may bind."""
     cp = control_plane
     crd = "customresourcedefinition.apiextensions.k8s.io/pytorchjobs.kubeflow.org"
     if cp.kubectl("get", crd, check=False).returncode == 0:
@@ -676,6 +676,14 @@ def test_podgroup_is_not_made_before_its_owner_is_seen(
         assert pg is None or (spec or {}).get("minMember") == 3, f"PodGroup made without its owner: {spec}"
         assert pg is None or (spec or {}).get("queue") == q, f"PodGroup made without its owner: {spec}"
         assert placed == [], f"pods of a 3-pod gang bound on 2 GPUs: {placed}"
+        # API discovery (every 30 s) finds the new CRD; kaid then watches PyTorchJobs and groups the pods
+        # by their owner: one gang of 3 in the job's queue, still unbound on 2 GPUs.
+        wait_for(lambda: podgroup(cp, namespace, "pg-pytorchjob-ddp") is not None, 45,
+                 "kaid to find the PyTorchJob CRD and make the job's PodGroup")  # fmt: skip
+        spec = (podgroup(cp, namespace, "pg-pytorchjob-ddp") or {}).get("spec") or {}
+        assert (spec.get("minMember"), spec.get("queue")) == (3, q), spec
+        _wait_cycles(kaid, 2)
+        assert bound(pods_of(cp, namespace)) == [], "a 3-pod gang bound on 2 GPUs"
     finally:
         cp.kubectl("delete", crd, "--wait=false", check=False)
 
