@@ -16,6 +16,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -30,8 +31,8 @@ from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.status import StatusWriter
-from kaid.model.build import build_snapshot
-from kaid.model.objects import Snapshot
+from kaid.model.build import build_snapshot, read_pod
+from kaid.model.objects import Pod, Reason, Snapshot
 
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
@@ -105,6 +106,25 @@ class Overlay:
         return out
 
 
+def _read_ahead(obj: Obj) -> tuple[Pod, list[Reason]]:
+    """Run by the Pod watch on each pod as it arrives: the cycle then only copies it."""
+    problems: list[Reason] = []
+    return read_pod(obj, problems), problems
+
+
+def process_age() -> float:
+    """Seconds since this process began (Linux: from /proc; elsewhere since this module was imported)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
+
+
+_IMPORTED = time.monotonic()
+
+
 def _pg_key(pg: Obj) -> str:
     return f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
 
@@ -114,7 +134,7 @@ class Daemon:
         self.cfg = cfg
         self.client = client
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.cache = WatchCache(client)
+        self.cache = WatchCache(client, prepare={"Pod": _read_ahead})
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
@@ -158,6 +178,7 @@ class Daemon:
         # the first list, then what was listed is frozen out of the collector's sight (reference counting
         # still frees it), and young collections run every 50,000 allocations instead of 700.
         gc.disable()
+        log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
         self.cache.start()
         if self.cfg.metricsPort:
             self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
@@ -173,8 +194,9 @@ class Daemon:
             return 1
         if self.elector is not None:
             self.elector.start()
-        log.info("kaid %s started as %s, scheduling pods of %s", "leader election on" if self.elector else "alone",
-                 self.identity, self.cfg.schedulerName)
+        log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
+                 "leader election on" if self.elector else "alone", self.identity, self.cfg.schedulerName,
+                 process_age())
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
             self.metrics.leader.set(1 if self.leading() else 0)
@@ -233,7 +255,7 @@ class Daemon:
         t0 = time.monotonic()
         c0 = time.thread_time()
         snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
-                              wait_for_owners=True)
+                              wait_for_owners=True, pod_reader=self._read_pod)
         t1 = time.monotonic()
         log.debug("cycle %d: %d objects read in %.0f ms, snapshot in %.0f ms (%.0f ms CPU)", self.cycles + 1,
                   len(objs), (t0 - started) * 1000, (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
@@ -252,8 +274,8 @@ class Daemon:
         def stream(binds: list[Bind]) -> None:  # a placed job's binds go out while the cycle goes on
             if self.leading():
                 if not streamed:
-                    log.debug("cycle %d: first binds after %.0f ms", self.cycles + 1,
-                              (time.monotonic() - started) * 1000)
+                    log.debug("cycle %d: first binds after %.0f ms (%.2f s after the process began)",
+                              self.cycles + 1, (time.monotonic() - started) * 1000, process_age())
                 streamed.extend(self.actuator.start_binds(binds))
                 after_first_binds()
 
@@ -285,6 +307,15 @@ class Daemon:
                      len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
                      (t4 - started) * 1000)
         return decisions
+
+    def _read_pod(self, obj: Obj, problems: list[Reason]) -> Pod:
+        """A pod as the watch read it ahead (a copy: the cycle changes it), else read now."""
+        ahead = self.cache.prepared("Pod", obj)
+        if ahead is None:
+            return read_pod(obj, problems)
+        pod, found = ahead
+        problems.extend(found)
+        return pod.copy()  # type: ignore[no-any-return]
 
     def _warm_up(self) -> None:
         """Load the solver (0.4 s of CPU) in the background once, after the first binds have gone out:

@@ -8,7 +8,7 @@ still read.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -38,6 +38,7 @@ from kaid.model.objects import (
 )
 
 Obj = dict[str, Any]
+PodReader = Callable[[Obj, list[Reason]], Pod]
 OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "CronJob", "PyTorchJob", "MPIJob",
                "RayJob", "RayCluster", "JobSet", "LeaderWorkerSet", "TFJob", "XGBoostJob"}
 # owners the daemon watches: a pod whose owner is one of these waits until the owner is seen
@@ -441,12 +442,17 @@ def _sort_inputs(objects: Iterable[Obj]) -> _Inputs:
 
 
 def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None, now: float = 0.0,
-                   usage: Mapping[str, list[float]] | None = None, wait_for_owners: bool = False) -> Snapshot:
+                   usage: Mapping[str, list[float]] | None = None, wait_for_owners: bool = False,
+                   pod_reader: PodReader | None = None) -> Snapshot:
     """Read plain Kubernetes objects into a Snapshot. Never raises on a bad object.
 
     ``wait_for_owners``: a pod whose workload owner (a Job, PyTorchJob, ...) is not among the objects yet
     waits instead of being grouped by itself; the daemon sets it, since its watches can show a pod before
-    its owner and the owner decides the gang."""
+    its owner and the owner decides the gang.
+
+    ``pod_reader``: reads one pod as ``read_pod`` does (the daemon's reads pods ahead, as its watch sees
+    them, and hands out a fresh copy per cycle); it must return a Pod this snapshot may change."""
+    read = pod_reader or read_pod
     cfg = config or SchedulerConfig()
     inp = _sort_inputs(objects)
     problems: list[ObjectProblem] = []
@@ -502,7 +508,7 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
         if not ours and not spec.get("nodeName"):
             continue  # another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
-        pod = read_pod(obj, pod_problems)
+        pod = read(obj, pod_problems)
         pipelined = _annotations(obj).get(c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
         if pipelined and not pod.releasing:
             pod.node = pipelined

@@ -122,6 +122,14 @@ class Pod:
     def shared(self) -> bool:
         return self.frac_devices > 0
 
+    def copy(self) -> Pod:
+        """A shallow copy: what a cycle changes on a pod (job, node, status, devices, group) is its own;
+        the containers read from the object (labels, selectors, tolerations) are shared and never changed."""
+        new = Pod.__new__(Pod)
+        for name in Pod.__slots__:
+            setattr(new, name, getattr(self, name))
+        return new
+
     @property
     def active(self) -> bool:
         """Holds or is about to hold resources: bound, running, releasing or pipelined."""
