@@ -166,12 +166,7 @@ class KubeClient:
                                  timeout=urllib3.Timeout(connect=10.0, read=timeout))
         try:
             if resp.status >= 400:
-                body = resp.read()
-                try:
-                    payload = json.loads(body) if body else {}
-                except ValueError:
-                    payload = {"message": body[:500].decode(errors="replace")}
-                raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+                raise _error(resp)
             decoder = ListDecoder(on_item)
             for chunk in resp.stream(1 << 18):
                 decoder.feed(chunk)
@@ -198,12 +193,7 @@ class KubeClient:
                                  timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30))
         try:
             if resp.status >= 400:
-                body = resp.read()
-                try:
-                    payload = json.loads(body)
-                except ValueError:
-                    payload = {}
-                raise ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+                raise _error(resp)
             buf = b""
             for chunk in resp.stream(65536):
                 buf += chunk
@@ -213,6 +203,16 @@ class KubeClient:
                         yield json.loads(line)
         finally:
             resp.release_conn()
+
+
+def _error(resp: Any) -> ApiError:
+    """The ApiError of a streamed response that failed (its body read whole: a Status object)."""
+    body = resp.read()
+    try:
+        payload = json.loads(body) if body else {}
+    except ValueError:
+        payload = {"message": body[:500].decode(errors="replace")}
+    return ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
 
 
 class ListDecoder:
