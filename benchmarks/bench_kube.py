@@ -529,6 +529,13 @@ class KaidProcess:
             self.process.wait(timeout=10)
 
 
+    def kill(self) -> None:
+        """SIGKILL, at once (a start measurement must not let kaid bind the rest of the backlog)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
 def _wait_kaid_cycle_end(kaid: KaidProcess, total: int, timeout: float) -> str:
     """/metrics once kaid's counters show every bind (they are updated when the binding cycle ends)."""
     deadline = time.monotonic() + timeout
@@ -641,6 +648,82 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
             cp.stop_kube_scheduler()
         result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
     return result
+
+
+def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, starts: int,
+                   log: Callable[[str], None]) -> Obj:
+    """``starts`` cold starts of ``scheduler`` on the same backlog: the time from its start to the first
+    bind the watch sees; the scheduler is killed right after, and the pods it bound are made again."""
+    client = admin_client(cp)
+    namespace = f"bench-start-{scheduler}-{uuid.uuid4().hex[:5]}"
+    cp.ensure_namespace(namespace)
+    cp.wait_for_default_serviceaccount(namespace)
+    gangs = scheduler == "kaid"
+    precreate = gangs and opts.podgroups == "precreated"
+    pods = pod_objects(wl, SCHEDULER_NAMES[scheduler], namespace, precreate)
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    pg_path = PODGROUP_PATH.format(ns=namespace)
+    gang_names = {j.name for j in wl.gangs}
+    firsts: list[float] = []
+    try:
+        if gangs:
+            create_all(client, podgroup_objects(wl, namespace, precreate), lambda o: pg_path)
+        create_all(client, pods, lambda o: path)
+        for i in range(starts):
+            if gangs and not precreate:  # each start makes the single pods' PodGroups again, as the first did
+                for pg in client.get(pg_path).get("items") or []:
+                    if pg["metadata"]["name"] not in gang_names:
+                        with contextlib.suppress(ApiError):
+                            client.request("DELETE", f"{pg_path}/{pg['metadata']['name']}")
+            watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
+            watcher.start()
+            kaid: KaidProcess | None = None
+            t0 = time.monotonic()
+            try:
+                if scheduler == "kaid":
+                    kaid = KaidProcess(cp, opts, opts.workdir, f"start{i}")
+                else:
+                    cp.start_kube_scheduler([f"--kube-api-qps={opts.qps:g}", f"--kube-api-burst={opts.burst}"])
+                while not watcher.bound and time.monotonic() - t0 < opts.timeout:
+                    time.sleep(0.005)
+            finally:
+                if kaid is not None:
+                    kaid.kill()
+                    if opts.keep_logs:
+                        Path(opts.keep_logs).mkdir(parents=True, exist_ok=True)
+                        shutil.copy(kaid.log, Path(opts.keep_logs) / kaid.log.name)
+                else:
+                    cp.stop_kube_scheduler()
+                watcher.close()
+            if not watcher.bound:
+                raise ControlPlaneError(f"{scheduler} bound nothing within {opts.timeout:.0f} s")
+            firsts.append(round(min(t for _, t in watcher.bound.values()) - t0, 3))
+            log(f"start {i}: {scheduler} first bind after {firsts[-1]} s")
+            _unbind(client, path, by_name)
+    finally:
+        delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S)
+    return {"scheduler": scheduler, "first_bind_s": firsts, "median_s": _median(firsts),
+            "min_s": min(firsts, default=None), "max_s": max(firsts, default=None)}
+
+
+def _unbind(client: KubeClient, path: str, pods: dict[str, Obj]) -> None:
+    """Delete the bound pods (binds still in flight included) and make them again, unbound."""
+    deadline = time.monotonic() + NAMESPACE_GONE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.5)  # binds the scheduler sent before it stopped may still land
+        items = client.get(path).get("items") or []
+        bound = {p["metadata"]["name"] for p in items if (p.get("spec") or {}).get("nodeName")}
+        if not bound:
+            missing = [pods[n] for n in pods if n not in {p["metadata"]["name"] for p in items}]
+            if not missing:
+                return
+            create_all(client, missing, lambda o: path)
+            continue
+        for name in bound:
+            with contextlib.suppress(ApiError):
+                client.request("DELETE", f"{path}/{name}", params={"gracePeriodSeconds": "0"})
+    raise ControlPlaneError("the pods bound during a start measurement were not gone in time")
 
 
 def _check_placement(wl: Workload, watcher: BindWatcher) -> Obj:
@@ -846,6 +929,36 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     }
 
 
+def run_starts(cp: ControlPlane, wl: Workload, opts: Options, starts: int, schedulers: Sequence[str],
+               args: Obj | None = None) -> Obj:
+    """``--starts N``: only the cold start, N times per scheduler on the same backlog."""
+    def log(msg: str) -> None:
+        if opts.progress:
+            print(f"bench_kube: {msg}", file=sys.stderr, flush=True)
+
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    if "kaid" in schedulers:
+        compile_kaid()
+    prepare_cluster(cp, wl, log)
+    results = {sched: measure_starts(cp, wl, sched, opts, starts, log) for sched in schedulers}
+    k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
+    return {"benchmark": "bench_kube --starts", "args": args or {},
+            "machine": {**machine_info(), "loadavg_before": load_before}, "workload": wl.summary(),
+            "starts": results, "ratio_first_bind": _ratio(k.get("median_s"), s.get("median_s"))}
+
+
+def format_starts(report: Obj) -> str:
+    w, m = report["workload"], report["machine"]
+    lines = [f"bench_kube --starts: start to first bind on a backlog of {w['pods']} pods ({w['gangs']} gangs) on "
+             f"{w['nodes']} nodes; load {m['loadavg_before']} before, {m['loadavg']} after",
+             f"{'scheduler':<16}{'median s':>10}{'min s':>8}{'max s':>8}  every start (s)"]
+    for sched, r in report["starts"].items():
+        lines.append(f"{sched:<16}{_fmt(r['median_s']):>10}{_fmt(r['min_s']):>8}{_fmt(r['max_s']):>8}  "
+                     f"{', '.join(str(x) for x in r['first_bind_s'])}")
+    lines.append(f"first bind ratio kaid/kube-scheduler (median): {_fmt(report['ratio_first_bind'])} (lower is sooner)")
+    return "\n".join(lines)
+
+
 # ============================================================================================ main
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_kube",
@@ -873,6 +986,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="run kaid under cProfile (its main thread), dump the stats to FILE and print the top functions")
     p.add_argument("--profile-top", type=int, default=25, help="functions listed per ordering (default 25)")
     p.add_argument("--keep-logs", metavar="DIR", help="copy kaid's and kube-scheduler's logs to DIR")
+    p.add_argument("--starts", type=int, default=0, metavar="N",
+                   help="instead of the runs: start each scheduler N times on the backlog, kill it at its first "
+                        "bind, and report start-to-first-bind times (the part of the runs that differs)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p.parse_args(argv)
 
@@ -888,6 +1004,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--qps must be positive")
         if args.kaid_profile and args.repeat > 1:
             raise ValueError("--kaid-profile profiles one run: use --repeat 1")
+        if args.starts < 0 or (args.starts and args.kaid_profile):
+            raise ValueError("--starts takes a positive count and no --kaid-profile")
         wl = build_workload(args.nodes, args.pods, args.gangs, args.gang_min, args.gang_max, args.queues, args.seed)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
@@ -903,14 +1021,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     cp = ControlPlane(bindir=ensure_binaries())
     try:
         cp.start()
-        report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record)
+        if args.starts:
+            report = run_starts(cp, wl, opts, args.starts, schedulers, {**arg_record, "starts": args.starts})
+        else:
+            report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
         return 2
     finally:
         cp.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(format_report(report))
+    print(format_starts(report) if args.starts else format_report(report))
     if args.kaid_profile and "kaid" in schedulers and Path(args.kaid_profile).exists():
         print(profile_summary(args.kaid_profile, args.profile_top))
     if args.json:

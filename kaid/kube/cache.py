@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,15 +66,12 @@ class Informer:
     """One resource: a thread that keeps ``items`` equal to the server's state."""
 
     def __init__(self, client: KubeClient, res: Resource, stop: threading.Event, changed: threading.Event,
-                 discovered: threading.Event | None = None, prepare: Callable[[Obj], Any] | None = None) -> None:
+                 discovered: threading.Event | None = None) -> None:
         self.client = client
         self.res = res
         self.stop = stop
         self.changed = changed
         self.items: dict[str, Obj] = {}
-        # what ``prepare`` made of each object as it came in (read ahead of the cycles), with that object
-        self.prepare = prepare
-        self.prepared: dict[str, tuple[Obj, Any]] = {}
         self.lock = threading.Lock()
         self.synced = threading.Event()
         self.absent = False  # an optional CRD that is not installed
@@ -95,18 +91,14 @@ class Informer:
         began = time.monotonic()
         kind = self.res.kind
         items: dict[str, Obj] = {}
-        prepared: dict[str, tuple[Obj, Any]] = {}
 
         def add(obj: Obj) -> None:
             obj.setdefault("kind", kind)
-            key = _key(obj)
-            items[key] = obj
-            self._prepare(key, obj, prepared)
+            items[_key(obj)] = obj
 
         data = self.client.list(self.res.path, add)  # items decoded while the server still sends the rest
         with self.lock:
             self.items = items
-            self.prepared = prepared
         self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
         self.relists += 1
         self.absent = False
@@ -163,15 +155,6 @@ class Informer:
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
 
-    def _prepare(self, key: str, obj: Obj, into: dict[str, tuple[Obj, Any]]) -> None:
-        if self.prepare is None:
-            return
-        try:
-            into[key] = (obj, self.prepare(obj))
-        except Exception:  # the cycle reads this one itself, and says what is wrong with it
-            into.pop(key, None)
-            log.debug("could not read %s %s ahead", self.res.kind, key, exc_info=True)
-
     def _handle(self, event: Obj) -> None:
         kind = event.get("type")
         obj = event.get("object") or {}
@@ -185,19 +168,11 @@ class Informer:
             return
         obj.setdefault("kind", self.res.kind)
         key = _key(obj)
-        ahead: dict[str, tuple[Obj, Any]] = {}
-        if kind != "DELETED":
-            self._prepare(key, obj, ahead)  # outside the lock: the cycle may be reading
         with self.lock:
             if kind == "DELETED":
                 self.items.pop(key, None)
-                self.prepared.pop(key, None)
             else:
                 self.items[key] = obj
-                if key in ahead:
-                    self.prepared[key] = ahead[key]
-                else:
-                    self.prepared.pop(key, None)
         self.changed.set()
 
 
@@ -208,17 +183,12 @@ def served_group_versions(client: KubeClient) -> set[str]:
 
 
 class WatchCache:
-    def __init__(self, client: KubeClient, resources: tuple[Resource, ...] = RESOURCES,
-                 prepare: Mapping[str, Callable[[Obj], Any]] | None = None) -> None:
-        """``prepare``: per kind, a function run on each object as it arrives (in the informer's thread,
-        while a list is still streaming in); ``prepared`` hands its result out while the object is current."""
+    def __init__(self, client: KubeClient, resources: tuple[Resource, ...] = RESOURCES) -> None:
         self.client = client
         self.stop = threading.Event()
         self.changed = threading.Event()
         self.discovered = threading.Event()
-        self.informers = [Informer(client, r, self.stop, self.changed, self.discovered, (prepare or {}).get(r.kind))
-                          for r in resources]
-        self.by_kind = {inf.res.kind: inf for inf in self.informers}
+        self.informers = [Informer(client, r, self.stop, self.changed, self.discovered) for r in resources]
         self.optional = [inf for inf in self.informers if inf.res.optional]
         self.discovery = threading.Thread(target=self._discover, name="discovery", daemon=True)
 
@@ -257,12 +227,6 @@ class WatchCache:
             with inf.lock:
                 out.extend(inf.items.values())
         return out
-
-    def prepared(self, kind: str, obj: Obj) -> Any:
-        """What ``prepare`` made of this very object (None if it changed since, or was never prepared)."""
-        inf = self.by_kind.get(kind)
-        hit = inf.prepared.get(_key(obj)) if inf is not None else None
-        return hit[1] if hit is not None and hit[0] is obj else None
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         for inf in self.informers:

@@ -31,8 +31,8 @@ from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.status import StatusWriter
-from kaid.model.build import build_snapshot, read_pod
-from kaid.model.objects import Pod, Reason, Snapshot
+from kaid.model.build import PodMemo, build_snapshot
+from kaid.model.objects import Snapshot
 
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
@@ -106,12 +106,6 @@ class Overlay:
         return out
 
 
-def _read_ahead(obj: Obj) -> tuple[Pod, list[Reason]]:
-    """Run by the Pod watch on each pod as it arrives: the cycle then only copies it."""
-    problems: list[Reason] = []
-    return read_pod(obj, problems), problems
-
-
 def process_age() -> float:
     """Seconds since this process began (Linux: from /proc; elsewhere since this module was imported)."""
     try:
@@ -134,7 +128,8 @@ class Daemon:
         self.cfg = cfg
         self.client = client
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.cache = WatchCache(client, prepare={"Pod": _read_ahead})
+        self.cache = WatchCache(client)
+        self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
@@ -255,7 +250,8 @@ class Daemon:
         t0 = time.monotonic()
         c0 = time.thread_time()
         snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
-                              wait_for_owners=True, pod_reader=self._read_pod)
+                              wait_for_owners=True, pod_reader=self.pod_memo.read)
+        self.pod_memo.next_cycle()
         t1 = time.monotonic()
         log.debug("cycle %d: %d objects read in %.0f ms, snapshot in %.0f ms (%.0f ms CPU)", self.cycles + 1,
                   len(objs), (t0 - started) * 1000, (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
@@ -307,15 +303,6 @@ class Daemon:
                      len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
                      (t4 - started) * 1000)
         return decisions
-
-    def _read_pod(self, obj: Obj, problems: list[Reason]) -> Pod:
-        """A pod as the watch read it ahead (a copy: the cycle changes it), else read now."""
-        ahead = self.cache.prepared("Pod", obj)
-        if ahead is None:
-            return read_pod(obj, problems)
-        pod, found = ahead
-        problems.extend(found)
-        return pod.copy()  # type: ignore[no-any-return]
 
     def _warm_up(self) -> None:
         """Load the solver (0.4 s of CPU) in the background once, after the first binds have gone out:

@@ -170,6 +170,37 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     return pod
 
 
+class PodMemo:
+    """Pods read once and copied in later snapshots, for as long as their object is the very same dict (a
+    watch cache replaces an object's dict when it changes). ``read`` is a ``pod_reader`` for
+    ``build_snapshot``; ``next_cycle`` forgets the pods the last snapshot did not read (gone or changed).
+
+    A pod is kept from the second snapshot that finds its object unchanged: the first snapshot after a
+    list (the one a starting scheduler waits for) only reads, as it would without the memo."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[Obj, Pod | None, list[Reason]]] = {}
+        self.seen: dict[str, tuple[Obj, Pod | None, list[Reason]]] = {}
+
+    def read(self, obj: Obj, problems: list[Reason]) -> Pod:
+        meta = _meta(obj)
+        key = f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
+        hit = self.last.get(key)
+        if hit is None or hit[0] is not obj:  # new or changed: read, remember that it was seen
+            self.seen[key] = (obj, None, [])
+            return read_pod(obj, problems)
+        kept, found = hit[1], hit[2]
+        if kept is None:  # unchanged since the last snapshot: worth keeping
+            found = []
+            kept = read_pod(obj, found)
+        self.seen[key] = (obj, kept, found)
+        problems.extend(found)
+        return kept.copy()  # the snapshot changes its pods; the one kept here stays as read
+
+    def next_cycle(self) -> None:
+        self.last, self.seen = self.seen, {}
+
+
 def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> None:
     frac_s = ann.get(c.GPU_FRACTION_ANNOTATION)
     mem_s = ann.get(c.GPU_MEMORY_ANNOTATION)
@@ -450,8 +481,8 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
     waits instead of being grouped by itself; the daemon sets it, since its watches can show a pod before
     its owner and the owner decides the gang.
 
-    ``pod_reader``: reads one pod as ``read_pod`` does (the daemon's reads pods ahead, as its watch sees
-    them, and hands out a fresh copy per cycle); it must return a Pod this snapshot may change."""
+    ``pod_reader``: reads one pod as ``read_pod`` does (the daemon's, a ``PodMemo``, copies the pods it
+    read in an earlier cycle); it must return a Pod this snapshot may change."""
     read = pod_reader or read_pod
     cfg = config or SchedulerConfig()
     inp = _sort_inputs(objects)

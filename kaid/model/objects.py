@@ -126,8 +126,14 @@ class Pod:
         """A shallow copy: what a cycle changes on a pod (job, node, status, devices, group) is its own;
         the containers read from the object (labels, selectors, tolerations) are shared and never changed."""
         new = Pod.__new__(Pod)
-        for name in Pod.__slots__:
-            setattr(new, name, getattr(self, name))
+        new.affinity, new.cpu, new.created, new.devices = self.affinity, self.cpu, self.created, self.devices
+        new.frac_devices, new.gpu_frac, new.gpu_group = self.frac_devices, self.gpu_frac, self.gpu_group
+        new.gpu_mem_mib, new.gpu_whole, new.job, new.key = self.gpu_mem_mib, self.gpu_whole, self.job, self.key
+        new.labels, new.mem, new.name, new.namespace = self.labels, self.mem, self.name, self.namespace
+        new.node, new.node_selector, new.phase = self.node, self.node_selector, self.phase
+        new.pipeline_action, new.raw, new.releasing = self.pipeline_action, self.raw, self.releasing
+        new.sig, new.started, new.status = self.sig, self.started, self.status
+        new.tolerations, new.uid = self.tolerations, self.uid
         return new
 
     @property

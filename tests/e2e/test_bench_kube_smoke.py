@@ -111,3 +111,17 @@ def test_bad_arguments_are_refused() -> None:
     assert bench.main(["--nodes", "1", "--pods", "9", "--gangs", "0", "--quiet"]) == 2  # 9 pods > 8 GPUs
     assert bench.main(["--nodes", "5", "--pods", "10", "--gangs", "3", "--gang-min", "8", "--quiet"]) == 2
     assert bench.main(["--schedulers", "volcano", "--quiet"]) == 2
+
+
+def test_starts_mode_measures_each_cold_start(tmp_path: pathlib.Path) -> None:
+    """``--starts 2``: each scheduler started twice on the same backlog, killed at its first bind, the pods
+    it bound made again (so the second start faces the same backlog: it binds again)."""
+    out = tmp_path / "starts.json"
+    assert bench.main([*TINY, "--starts", "2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert set(data["starts"]) == {"kaid", "kube-scheduler"}
+    for sched, r in data["starts"].items():
+        assert len(r["first_bind_s"]) == 2, (sched, r)
+        assert all(0 < t < 180 for t in r["first_bind_s"]), (sched, r)
+        assert r["min_s"] <= r["median_s"] <= r["max_s"]
+    assert data["ratio_first_bind"] > 0
