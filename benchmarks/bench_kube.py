@@ -97,6 +97,7 @@ CREATE_WORKERS: Final = 16
 KAID_STOP_GRACE_S: Final = 120.0
 NAMESPACE_GONE_TIMEOUT_S: Final = 600.0
 PROGRESS_EVERY_S: Final = 15.0
+START_SETTLE_S: Final = 3.0  # --starts: quiet time before each start
 CYCLE_LINE: Final = re.compile(r"cycle (\d+): (\d+) bound, (\d+) evicted, (\d+) pipelined, (\d+) pending \((\d+) ms\)")
 
 
@@ -676,6 +677,7 @@ def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options
                     if pg["metadata"]["name"] not in gang_names:
                         with contextlib.suppress(ApiError):
                             client.request("DELETE", f"{pg_path}/{pg['metadata']['name']}")
+            time.sleep(START_SETTLE_S)  # let the control plane finish with the clean-up (deletions, new pods)
             watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
             watcher.start()
             kaid: KaidProcess | None = None
