@@ -551,16 +551,23 @@ def _wait_kaid_cycle_end(kaid: KaidProcess, total: int, timeout: float) -> str:
         time.sleep(0.5)
 
 
-def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_id: str,
-             log: Callable[[str], None]) -> Obj:
-    """One measured run of ``scheduler`` on a fresh namespace; the namespace is gone when it returns."""
-    client = admin_client(cp)
-    namespace = f"bench-kube-{run_id}-{uuid.uuid4().hex[:5]}"
+def _fresh_namespace(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options,
+                     prefix: str) -> tuple[str, bool, bool, list[Obj]]:
+    """A new namespace and the scheduler's pods for it (not created yet): (namespace, gangs, PodGroups of
+    single pods made beforehand, pods)."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:5]}"
     cp.ensure_namespace(namespace)
     cp.wait_for_default_serviceaccount(namespace)
     gangs = scheduler == "kaid"
     precreate = gangs and opts.podgroups == "precreated"
-    pods = pod_objects(wl, SCHEDULER_NAMES[scheduler], namespace, precreate)
+    return namespace, gangs, precreate, pod_objects(wl, SCHEDULER_NAMES[scheduler], namespace, precreate)
+
+
+def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_id: str,
+             log: Callable[[str], None]) -> Obj:
+    """One measured run of ``scheduler`` on a fresh namespace; the namespace is gone when it returns."""
+    client = admin_client(cp)
+    namespace, gangs, precreate, pods = _fresh_namespace(cp, wl, scheduler, opts, f"bench-kube-{run_id}")
     result: Obj = {"scheduler": scheduler, "run": run_id, "namespace": namespace, "pods": len(pods)}
     kaid: KaidProcess | None = None
     watcher: BindWatcher | None = None
@@ -656,12 +663,7 @@ def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options
     """``starts`` cold starts of ``scheduler`` on the same backlog: the time from its start to the first
     bind the watch sees; the scheduler is killed right after, and the pods it bound are made again."""
     client = admin_client(cp)
-    namespace = f"bench-start-{scheduler}-{uuid.uuid4().hex[:5]}"
-    cp.ensure_namespace(namespace)
-    cp.wait_for_default_serviceaccount(namespace)
-    gangs = scheduler == "kaid"
-    precreate = gangs and opts.podgroups == "precreated"
-    pods = pod_objects(wl, SCHEDULER_NAMES[scheduler], namespace, precreate)
+    namespace, gangs, precreate, pods = _fresh_namespace(cp, wl, scheduler, opts, f"bench-start-{scheduler}")
     by_name = {p["metadata"]["name"]: p for p in pods}
     path = f"/api/v1/namespaces/{namespace}/pods"
     pg_path = PODGROUP_PATH.format(ns=namespace)
@@ -895,6 +897,22 @@ def compile_kaid() -> None:
     compileall.compile_dir(str(REPO_ROOT / "kaid"), quiet=1)
 
 
+def _progress(opts: Options) -> Callable[[str], None]:
+    def log(msg: str) -> None:
+        if opts.progress:
+            print(f"bench_kube: {msg}", file=sys.stderr, flush=True)
+    return log
+
+
+def _begin(cp: ControlPlane, wl: Workload, schedulers: Sequence[str], log: Callable[[str], None]) -> list[float]:
+    """kaid's bytecode and the cluster; returns the load average before."""
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    if "kaid" in schedulers:
+        compile_kaid()
+    prepare_cluster(cp, wl, log)
+    return load_before
+
+
 def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1,
                   schedulers: Sequence[str] = SCHEDULERS, args: Obj | None = None) -> Obj:
     """``prepare_cluster`` then ``repeat`` runs of each scheduler (alternating which goes first)."""
@@ -903,14 +921,8 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     if opts.kaid_profile and repeat > 1:
         raise ValueError("--kaid-profile profiles one run: use --repeat 1")
 
-    def log(msg: str) -> None:
-        if opts.progress:
-            print(f"bench_kube: {msg}", file=sys.stderr, flush=True)
-
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    if "kaid" in schedulers:
-        compile_kaid()
-    prepare_cluster(cp, wl, log)
+    log = _progress(opts)
+    load_before = _begin(cp, wl, schedulers, log)
     runs: list[Obj] = []
     for r in range(repeat):
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
@@ -934,14 +946,8 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
 def run_starts(cp: ControlPlane, wl: Workload, opts: Options, starts: int, schedulers: Sequence[str],
                args: Obj | None = None) -> Obj:
     """``--starts N``: only the cold start, N times per scheduler on the same backlog."""
-    def log(msg: str) -> None:
-        if opts.progress:
-            print(f"bench_kube: {msg}", file=sys.stderr, flush=True)
-
-    load_before = [round(x, 2) for x in os.getloadavg()]
-    if "kaid" in schedulers:
-        compile_kaid()
-    prepare_cluster(cp, wl, log)
+    log = _progress(opts)
+    load_before = _begin(cp, wl, schedulers, log)
     results = {sched: measure_starts(cp, wl, sched, opts, starts, log) for sched in schedulers}
     k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
     return {"benchmark": "bench_kube --starts", "args": args or {},
