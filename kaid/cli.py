@@ -36,13 +36,29 @@ def run(
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Schedule the pods of the configured scheduler name on a cluster, until SIGTERM."""
-    from kaid.api.config import SchedulerConfig, load_config
+    import gc
+
+    from kaid.kube.cache import WatchCache
     from kaid.kube.client import KubeClient
-    from kaid.kube.daemon import Daemon
+    from kaid.kube.process import process_age
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.WARNING)  # one debug line per request drowns kaid's own
+    log = logging.getLogger("kaid")
+    try:
+        client = KubeClient.from_config(str(kubeconfig) if kubeconfig else None, context)
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
+    # The lists go out first: the API server encodes them (a large cluster's pods are megabytes of JSON)
+    # while the config and the engine load. The limits are the config's from the start (see configure).
+    gc.disable()  # for the first list: see Daemon.run
+    cache = WatchCache(client)
+    log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
+    cache.start()
+    from kaid.api.config import SchedulerConfig, load_config
+
     try:
         cfg = load_config(config)
         overrides: dict[str, object] = {}
@@ -54,12 +70,14 @@ def run(
             overrides["leaderElection"] = {**cfg.leaderElection.model_dump(), "enabled": leader_elect}
         if overrides:
             cfg = SchedulerConfig.model_validate({**cfg.model_dump(), **overrides})
-        client = KubeClient.from_config(str(kubeconfig) if kubeconfig else None, context, cfg.clientQPS,
-                                        cfg.clientBurst)
     except ValueError as err:
+        cache.close()
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
-    daemon = Daemon(cfg, client, identity)
+    client.limiter.configure(cfg.clientQPS, cfg.clientBurst)
+    from kaid.kube.daemon import Daemon
+
+    daemon = Daemon(cfg, client, identity, cache)
     daemon.handle_signals()
     raise typer.Exit(daemon.run())
 

@@ -191,8 +191,13 @@ class WatchCache:
         self.informers = [Informer(client, r, self.stop, self.changed, self.discovered) for r in resources]
         self.optional = [inf for inf in self.informers if inf.res.optional]
         self.discovery = threading.Thread(target=self._discover, name="discovery", daemon=True)
+        self.started = False
 
     def start(self) -> None:
+        """List and watch every resource, each in its own thread (once; later calls do nothing)."""
+        if self.started:
+            return
+        self.started = True
         for inf in self.informers:
             inf.start()
         if self.optional:

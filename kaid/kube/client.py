@@ -48,11 +48,20 @@ class RateLimiter:
                 now = time.monotonic()
                 self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
                 self.last = now
-                if self.tokens >= 1:
+                if self.tokens >= 1 - 1e-9:  # (a refill of exactly one token may round below it)
                     self.tokens -= 1
                     return
                 wait = (1 - self.tokens) / self.qps
             time.sleep(wait)
+
+    def configure(self, qps: float, burst: int) -> None:
+        """New limits, as if they had been set from the start: tokens already taken stay taken."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            self.tokens = max(0.0, min(float(burst), self.tokens + burst - self.burst))
+            self.qps, self.burst = qps, burst
 
 
 class KubeClient:

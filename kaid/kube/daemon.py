@@ -16,7 +16,6 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +29,7 @@ from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
+from kaid.kube.process import process_age
 from kaid.kube.status import StatusWriter
 from kaid.model.build import PodMemo, build_snapshot
 from kaid.model.objects import Snapshot
@@ -106,17 +106,6 @@ class Overlay:
         return out
 
 
-def process_age() -> float:
-    """Seconds since this process began (Linux: from /proc; elsewhere since this module was imported)."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return time.monotonic() - _IMPORTED
-
-
-_IMPORTED = time.monotonic()
 
 
 def _pg_key(pg: Obj) -> str:
@@ -124,11 +113,13 @@ def _pg_key(pg: Obj) -> str:
 
 
 class Daemon:
-    def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None) -> None:
+    def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None,
+                 cache: WatchCache | None = None) -> None:
+        """``cache``: one over ``client`` that may already be listing (``kaid run`` starts it first)."""
         self.cfg = cfg
         self.client = client
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.cache = WatchCache(client)
+        self.cache = cache or WatchCache(client)
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         # status, events and PodGroups go through their own client: they never wait behind binds
@@ -172,9 +163,11 @@ class Daemon:
         # they are parsed (listing 8,000 pods took 0.5 s with it, 0.2 s without). So: no collection during
         # the first list, then what was listed is frozen out of the collector's sight (reference counting
         # still frees it), and young collections run every 50,000 allocations instead of 700.
+        # (``kaid run`` turns it off itself when it starts the cache before creating the daemon.)
         gc.disable()
-        log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
-        self.cache.start()
+        if not self.cache.started:
+            log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
+            self.cache.start()
         if self.cfg.metricsPort:
             self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
                                 self.cfg.metricsAddress)
