@@ -128,7 +128,7 @@ class Daemon:
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer")
         self.status_busy: Future[None] | None = None
         self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
-        self.metrics = Metrics()
+        self.metrics: Metrics | None = None  # made by _metrics() once the first binds are out
         self.overlay = Overlay()
         self.stopping = threading.Event()
         self.elector = LeaderElector(client, cfg.leaderElection, self.identity, self.cache.changed.set) \
@@ -169,7 +169,7 @@ class Daemon:
             log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
             self.cache.start()
         if self.cfg.metricsPort:
-            self.server = serve(self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
+            self.server = serve(lambda: self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
                                 self.cfg.metricsAddress)
         try:
             synced = self._wait_synced(sync_timeout)
@@ -187,13 +187,13 @@ class Daemon:
                  process_age())
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
-            self.metrics.leader.set(1 if self.leading() else 0)
             self.cache.changed.clear()  # changes from here on wake the next cycle
             if self.leading():
                 try:
                     self.cycle()
                 except Exception:
                     log.exception("cycle failed; retrying next period")
+            self._metrics().leader.set(1 if self.leading() else 0)
             self.cache.changed.wait(self.cfg.cyclePeriodSeconds)
             # do not run cycles back to back when the cluster is busy: at most one per period
             rest = self.cfg.cyclePeriodSeconds - (time.monotonic() - self.last_cycle)
@@ -256,6 +256,7 @@ class Daemon:
             """Work that would compete with the first binds for the interpreter starts once they are out."""
             if not deferred[0]:
                 deferred[0] = True
+                self._metrics().leader.set(1)
                 if fresh:  # the engine used them from memory; they are written in the background
                     self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
                 self._warm_up()
@@ -297,6 +298,11 @@ class Daemon:
                      (t4 - started) * 1000)
         return decisions
 
+    def _metrics(self) -> Metrics:
+        if self.metrics is None:
+            self.metrics = Metrics()
+        return self.metrics
+
     def _warm_up(self) -> None:
         """Load the solver (0.4 s of CPU) in the background once, after the first binds have gone out:
         sooner, it would compete with the first list and snapshot for the interpreter."""
@@ -322,7 +328,7 @@ class Daemon:
 
     def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],
                  total: float) -> None:
-        m = self.metrics
+        m = self._metrics()
         m.cycle.observe(total * 1000)
         for name, secs in phases.items():
             m.phase.labels(name).observe(secs * 1000)

@@ -1,4 +1,8 @@
-"""Prometheus metrics with the ``kai_`` names of DESIGN section 2, and ``/healthz`` and ``/readyz``."""
+"""Prometheus metrics with the ``kai_`` names of DESIGN section 2, and ``/healthz`` and ``/readyz``.
+
+``prometheus_client`` is imported when the metrics are made, not with this module: loading it is a tenth
+of kaid's start, so the daemon makes them once its first binds are out (until then ``/metrics`` answers
+with no samples; the probes answer from the start)."""
 
 from __future__ import annotations
 
@@ -6,13 +10,13 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-
 BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 
 
 class Metrics:
     def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
         self.registry = CollectorRegistry()
         r = self.registry
         self.cycle = Histogram("kai_e2e_scheduling_latency_milliseconds", "Whole scheduling cycle", registry=r,
@@ -34,15 +38,27 @@ class Metrics:
         self.leader = Gauge("kai_is_leader", "1 while this replica holds the lease", registry=r)
 
 
-def serve(metrics: Metrics, port: int, ready: Callable[[], bool], healthy: Callable[[], bool],
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+EMPTY_EXPOSITION = (b"", "text/plain; version=0.0.4; charset=utf-8")
+
+
+def serve(metrics: Callable[[], Metrics | None], port: int, ready: Callable[[], bool], healthy: Callable[[], bool],
           address: str = "0.0.0.0") -> ThreadingHTTPServer:
-    registry = metrics.registry
+    """``metrics``: the daemon's metrics, None while they are not made yet."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             if path == "/metrics":
-                body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
+                made = metrics()
+                body, ctype = made.render() if made is not None else EMPTY_EXPOSITION
+                code = 200
             elif path == "/healthz":
                 ok = healthy()
                 body, ctype, code = (b"ok" if ok else b"unhealthy"), "text/plain", 200 if ok else 500
