@@ -76,6 +76,13 @@ def _annotations(obj: Obj) -> dict[str, str]:
     return {str(k): str(v) for k, v in ann.items()} if isinstance(ann, dict) else {}
 
 
+def _annotation(obj: Obj, key: str, default: str = "") -> str:
+    """One annotation, without copying them all as ``_annotations`` does (pods are read by the thousand)."""
+    ann = _meta(obj).get("annotations")
+    value = ann.get(key) if isinstance(ann, dict) else None
+    return default if value is None else str(value)
+
+
 def _group(obj: Obj) -> str:
     return str(obj.get("apiVersion", "")).split("/")[0] if "/" in str(obj.get("apiVersion", "")) else ""
 
@@ -92,8 +99,11 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """Effective requests the way kube-scheduler sums them: containers plus restartable (sidecar)
     init containers, or the largest init step if that is bigger, plus the pod overhead."""
+    containers = spec.get("containers") or []
+    if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
+        return _container_requests(containers[0])  # most pods
     total: dict[str, Decimal] = {}
-    for ctr in spec.get("containers") or []:
+    for ctr in containers:
         for k, v in _container_requests(ctr).items():
             total[k] = total.get(k, Decimal(0)) + v
     sidecars: dict[str, Decimal] = {}
@@ -540,13 +550,13 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
             continue  # another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
         pod = read(obj, pod_problems)
-        pipelined = _annotations(obj).get(c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
+        pipelined = _annotation(obj, c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
         if pipelined and not pod.releasing:
             pod.node = pipelined
         node = node_by_name.get(pod.node) if pod.node else None
         if pipelined and pod.node:
             pod.status = "Pipelined"
-            pod.pipeline_action = _annotations(obj).get(c.PIPELINED_ACTION_ANNOTATION, "")
+            pod.pipeline_action = _annotation(obj, c.PIPELINED_ACTION_ANNOTATION)
             if node is not None:
                 holders.append((2, node, pod))
         elif pod.node:
@@ -569,7 +579,7 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
     for job in jobs.values():
         _finish_job(job, queues, pcs, topologies, inp)
         if job.stale_since is None:  # jobs without a PodGroup object keep the mark on their pods
-            marks = [parse_time(_annotations(p.raw).get(c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
+            marks = [parse_time(_annotation(p.raw, c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
             job.stale_since = max(marks, default=0.0) or None
     _check_min_member(jobs, inp)
     budgets = [_read_pdb(o) for o in inp.pdbs]
@@ -622,8 +632,7 @@ def _read_podgroup(obj: Obj, jobs: dict[str, Job], problems: list[ObjectProblem]
 
 def _job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], inp: _Inputs, cfg: SchedulerConfig,
                  pcs: Mapping[str, PriorityClass], wait_for_owners: bool = False) -> Job:
-    ann = _annotations(obj)
-    pg_name = ann.get(c.POD_GROUP_ANNOTATION)
+    pg_name = _annotation(obj, c.POD_GROUP_ANNOTATION)
     owner: Obj | None = None
     if pg_name:
         key = f"{pod.namespace}/{pg_name}"
