@@ -24,7 +24,9 @@ gang members one by one, in no particular order.
 For each scheduler in turn (kaid, then kube-scheduler; with ``--repeat`` > 1 the order alternates):
 
 1. a fresh namespace; create every pod (and PodGroup) with the scheduler not running, so the creation
-   speed is not part of the measurement;
+   speed is not part of the measurement; then wait until the control plane is at rest again (its own
+   watchers, the controller manager's and kwok's, take seconds to digest 4,000 new pods), so the scheduler
+   starts as after a restart or a failover, not while the benchmark's burst still loads the machine;
 2. one watch on the namespace's pods (the only load the benchmark puts on the API server while it
    measures), then start the scheduler: kaid as ``kaid run --no-leader-elect`` with a config file
    (``clientQPS``/``clientBurst`` = ``--qps``/``--burst``), kube-scheduler by
@@ -98,6 +100,9 @@ KAID_STOP_GRACE_S: Final = 120.0
 NAMESPACE_GONE_TIMEOUT_S: Final = 600.0
 PROGRESS_EVERY_S: Final = 15.0
 START_SETTLE_S: Final = 3.0  # --starts: quiet time before each start
+QUIET_CPU: Final = 0.15  # a control plane at rest: etcd, API server, controller manager and kwok under this
+QUIET_WINDOW_S: Final = 1.0  # ... share of one CPU together, over this long
+QUIET_TIMEOUT_S: Final = 30.0  # ... or this long after the pods were made, whichever comes first
 CYCLE_LINE: Final = re.compile(r"cycle (\d+): (\d+) bound, (\d+) evicted, (\d+) pipelined, (\d+) pending \((\d+) ms\)")
 
 
@@ -364,6 +369,24 @@ def _component_pid(cp: ControlPlane, name: str) -> int | None:
     return comp.process.pid if comp is not None else None
 
 
+def wait_quiet(cp: ControlPlane) -> float:
+    """Until the control plane is at rest after the pods were made (its watchers have seen them all), so the
+    scheduler starts on a quiet machine as it would after a restart or a failover: seconds waited."""
+    names = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+    pids = [pid for pid in (_component_pid(cp, n) for n in names) if pid is not None]
+
+    def used() -> float:
+        return sum(proc_cpu_seconds(pid) or 0.0 for pid in pids)
+
+    began = time.monotonic()
+    while time.monotonic() - began < QUIET_TIMEOUT_S:
+        before = used()
+        time.sleep(QUIET_WINDOW_S)
+        if used() - before < QUIET_CPU * QUIET_WINDOW_S:
+            break
+    return round(time.monotonic() - began, 1)
+
+
 def _delta(after: float | None, before: float | None) -> float | None:
     return round(after - before, 2) if after is not None and before is not None else None
 
@@ -579,7 +602,9 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
             result["podgroups_created"] = len(podgroups)
         create_all(client, pods, lambda o: f"/api/v1/namespaces/{namespace}/pods")
         result["create_s"] = round(time.monotonic() - began, 2)
-        log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; starting {scheduler}")
+        result["quiet_wait_s"] = wait_quiet(cp)
+        log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; control plane at rest after "
+            f"{result['quiet_wait_s']:.1f} s more; starting {scheduler}")
 
         watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
         watcher.start()
@@ -756,7 +781,8 @@ def _check_placement(wl: Workload, watcher: BindWatcher) -> Obj:
 
 
 # ============================================================================================ report
-NUMERIC_KEYS: Final = ("create_s", "first_bind_s", "all_bound_s", "pods_per_s", "pods_per_s_binding", "pods_bound",
+NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s", "pods_per_s", "pods_per_s_binding",
+                       "pods_bound",
                        "gangs_whole", "gangs_partial", "gang_bind_spread_max_s", "max_gpus_on_a_node",
                        "overcommitted_nodes", "scheduler_cpu_s", "apiserver_cpu_s", "delete_s")
 
@@ -815,6 +841,7 @@ def format_report(report: Obj) -> str:
         rows.append((name, a, b, _ratio(a, b) if ratio else None))
 
     row("pods created before the start (s)", "create_s", ratio=False)
+    row("then waited for a quiet control plane (s)", "quiet_wait_s", ratio=False)
     row("start to first bind (s)", "first_bind_s")
     row("start to all bound (s)", "all_bound_s")
     row("pods per second (start to all bound)", "pods_per_s")

@@ -47,6 +47,7 @@ TINY = [
 
 RESULT_KEYS = {
     "create_s",
+    "quiet_wait_s",
     "first_bind_s",
     "all_bound_s",
     "pods_per_s",
