@@ -111,6 +111,40 @@ def test_managed_fields_are_dropped_whatever_the_chunking(managed: list[list[Any
     assert head == {"kind": "PodList", "metadata": {"resourceVersion": "7"}}
 
 
+@settings(max_examples=200, deadline=None)
+@given(templates=st.lists(st.lists(ITEM, max_size=3), min_size=1, max_size=8), data=st.data())
+def test_items_in_batches_despite_look_alikes(templates: list[list[Any]], data: st.DataObject) -> None:
+    """Items are decoded in batches cut where an item seems to start: a StatefulSet's claim templates
+    (objects that start with metadata, inside a list) look like one, and must not cut a batch there."""
+    items = [{"metadata": {"name": f"s{i}"},
+              "spec": {"volumeClaimTemplates": [{"metadata": {"name": f"t{j}"}, "spec": t} for j, t in
+                                                enumerate(ts)]}} for i, ts in enumerate(templates)]
+    raw = _compact({"kind": "StatefulSetList", "items": items})
+    cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(raw)), max_size=20))
+    head, got = decode(raw, cuts)
+    assert got == items
+    assert head == {"kind": "StatefulSetList"}
+
+
+def test_a_list_in_one_chunk_is_decoded_in_one_batch() -> None:
+    items = [{"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
+             for i in range(100)]
+    raw = _compact({"kind": "PodList", "metadata": {}, "items": items})
+    dec = ListDecoder(lambda o: None)
+    calls = 0
+    value = dec._value
+
+    def counted(final: bool) -> tuple[bool, Any]:
+        nonlocal calls
+        calls += 1
+        return value(final)
+
+    dec._value = counted  # type: ignore[method-assign]
+    dec.feed(raw)
+    dec.close()
+    assert calls <= 6, "items were decoded one by one"  # 2 head fields, the "items" key, the last item
+
+
 def test_managed_fields_of_a_pod_are_cut_before_decoding() -> None:
     pod = {"metadata": {"name": "p", "labels": {"a": "b"},
                         "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:containers": {}}}}]},

@@ -283,9 +283,13 @@ class ListDecoder:
         self.key = ""
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.decoder = json.JSONDecoder()
+        self.look_alike = -1  # where a batch last failed: an item start inside an item (see _batch)
 
     def feed(self, chunk: bytes, final: bool = False) -> None:
-        self.buf = without_managed_fields(self.buf[self.pos:] + self.utf8.decode(chunk, final))
+        rest = self.buf[self.pos:]
+        self.buf = without_managed_fields(rest + self.utf8.decode(chunk, final))
+        # (a cut in the kept text may leave this mark off by its length: that costs a batch, never an item)
+        self.look_alike = -1 if self.look_alike < self.pos else self.look_alike - self.pos
         self.pos = 0
         while self._step(final):
             pass
@@ -319,6 +323,28 @@ class ListDecoder:
                 raise ValueError(f"a list response has {self.buf[end]!r} after a number")
         self.pos = end
         return True, value
+
+    _ITEM_STARTS = ('},{"metadata":{', '},{"apiVersion":')  # how the API server starts the items of a list
+
+    def _batch(self) -> bool:
+        """Every item now complete but the first of them at once, as one JSON array (the decoder shares its
+        keys across the batch, and Python's work per item is gone): the batch ends before the last place
+        where an item seems to start, and it is one only if it decodes, since a proper prefix of a JSON
+        object is never an object. False (nothing consumed) when there is no such place or it is not one."""
+        buf, pos = self.buf, self.pos
+        end = max(buf.rfind(mark, pos) for mark in self._ITEM_STARTS)
+        if end < 0 or end <= self.look_alike:
+            return False
+        try:
+            items = self.decoder.decode("[" + buf[pos:end + 1] + "]")
+        except json.JSONDecodeError:
+            self.look_alike = end  # inside an item: one by one up to there
+            return False
+        for item in items:
+            _drop_managed_fields(item)
+            self.on_item(item)
+        self.pos = end + 2  # at the next item's "{"
+        return True
 
     def _step(self, final: bool) -> bool:
         """Consume one token or value; False when more bytes are needed (or the list has ended)."""
@@ -364,6 +390,8 @@ class ListDecoder:
             if ch == "]":
                 self.pos += 1
                 self.state = "key"
+                return True
+            if self._batch():
                 return True
             done, item = self._value(final)
             if not done:
