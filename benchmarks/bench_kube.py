@@ -705,6 +705,7 @@ def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options
                         with contextlib.suppress(ApiError):
                             client.request("DELETE", f"{pg_path}/{pg['metadata']['name']}")
             time.sleep(START_SETTLE_S)  # let the control plane finish with the clean-up (deletions, new pods)
+            wait_quiet(cp)  # ... and with anything else, as the measured runs do
             watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
             watcher.start()
             kaid: KaidProcess | None = None
