@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from typer.testing import CliRunner
 
 from kaictl.app import app as kaictl
-from kaid.cli import app as kaid
+from kaid.cli import RUN_FLAGS, RUN_OPTIONS, main, parse_run_args
+from kaid.commands import app as kaid
+from kaid.kube import run as kaid_run
 from tests.objects import node, pod, podgroup, queue
 
 runner = CliRunner()
@@ -152,3 +156,81 @@ def test_console_scripts() -> None:
     scripts = {e.name: e.value for e in entry_points(group="console_scripts") if e.name in
                ("kaid", "kaictl", "kubectl-kai")}
     assert scripts == {"kaid": "kaid.cli:main", "kaictl": "kaictl.app:main", "kubectl-kai": "kaictl.app:main"}
+
+
+DAEMON_DEFAULTS = {name: p.default for name, p in inspect.signature(kaid_run.run_daemon).parameters.items()}
+
+
+def _typer_run_params(args: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What typer hands ``run_daemon`` for ``kaid run ARGS``."""
+    seen: list[tuple[Any, ...]] = []
+
+    def run_daemon(*args: Any) -> int:
+        seen.append(args)
+        return 0
+
+    monkeypatch.setattr(kaid_run, "run_daemon", run_daemon)
+    res = runner.invoke(kaid, ["run", *args])
+    assert res.exit_code == 0, res.output
+    names = ["kubeconfig", "context", "config", "identity", "metrics_port", "metrics_address", "leader_elect",
+             "log_level"]
+    return dict(zip(names, seen[0], strict=True))
+
+
+def test_kaid_run_fast_options_are_the_commands() -> None:
+    """``kaid run`` reads its options without typer: the same options, for the same parameters."""
+    command = typer.main.get_command(kaid).commands["run"]  # type: ignore[attr-defined]
+    declared = {opt: param.name for param in command.params for opt in [*param.opts, *param.secondary_opts]
+                if opt.startswith("--") and opt != "--help"}
+    assert declared == {opt: param for opt, (param, _) in RUN_OPTIONS.items()}
+    assert set(RUN_FLAGS) == {opt for opt, (_, kind) in RUN_OPTIONS.items() if kind is None}
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["--kubeconfig", "/tmp/kc", "--context", "lab", "--config=/etc/kai/config.yaml"],
+    ["--identity", "a", "--metrics-port", "0", "--metrics-address", "127.0.0.1", "--no-leader-elect"],
+    ["--leader-elect", "--log-level=debug", "--metrics-port=8080", "--metrics-port", "9090"],
+])
+def test_kaid_run_fast_parse_equals_typer(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _typer_run_params(args, monkeypatch)
+    parsed = parse_run_args(args)
+    assert parsed is not None
+    assert {**DAEMON_DEFAULTS, **parsed} == expected
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--metrics-port", "eighty"], ["--kubeconfig"],
+                                  ["--bogus", "1"], ["extra"], ["--no-leader-elect=yes"]])
+def test_kaid_run_leaves_the_rest_to_typer(args: list[str], monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_run_args(args) is None
+    started: list[Any] = []
+
+    def run_daemon(*args: Any, **params: Any) -> int:
+        started.append(args or params)
+        return 0
+
+    monkeypatch.setattr(kaid_run, "run_daemon", run_daemon)
+    monkeypatch.setattr("sys.argv", ["kaid", "run", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out = capsys.readouterr()
+    if args[0] in ("--help", "-h"):
+        assert exit_.value.code == 0 and "Usage" in out.out and "--kubeconfig" in out.out
+    else:  # typer explains the mistake, and nothing starts
+        assert exit_.value.code == 2 and "Error" in out.err
+    assert started == []
+
+
+def test_kaid_run_fast_path_starts_the_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[dict[str, Any]] = []
+
+    def run_daemon(**params: Any) -> int:
+        started.append(params)
+        return 3
+
+    monkeypatch.setattr(kaid_run, "run_daemon", run_daemon)
+    monkeypatch.setattr("sys.argv", ["kaid", "run", "--context", "lab", "--metrics-port", "0"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 3 and started == [{"context": "lab", "metrics_port": 0}]
