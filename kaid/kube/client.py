@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 import urllib3
 
 Obj = dict[str, Any]
@@ -143,7 +144,7 @@ class KubeClient:
         payload: Obj = {}
         if resp.data:
             try:
-                payload = json.loads(resp.data)
+                payload = loads(resp.data)
             except ValueError:
                 payload = {"message": resp.data[:500].decode(errors="replace")}
         if resp.status >= 400:
@@ -211,18 +212,28 @@ class KubeClient:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
-                        event = json.loads(without_managed_fields(line.decode()))
+                        event = loads(without_managed_fields(line.decode()))
                         _drop_managed_fields(event.get("object"))
                         yield event
         finally:
             resp.release_conn()
 
 
+def loads(text: str | bytes) -> Any:
+    """JSON text -> Python, with orjson (a third less time than ``json`` on a large list); ``json`` for what
+    orjson refuses and Python's parser takes (lone surrogates in strings). orjson reads an integer beyond 64
+    bits as a float: the API server never writes one (Go decodes JSON integers into int64)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def _error(resp: Any) -> ApiError:
     """The ApiError of a streamed response that failed (its body read whole: a Status object)."""
     body = resp.read()
     try:
-        payload = json.loads(body) if body else {}
+        payload = loads(body) if body else {}
     except ValueError:
         payload = {"message": body[:500].decode(errors="replace")}
     return ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
@@ -336,8 +347,8 @@ class ListDecoder:
         if end < 0 or end <= self.look_alike:
             return False
         try:
-            items = self.decoder.decode("[" + buf[pos:end + 1] + "]")
-        except json.JSONDecodeError:
+            items = loads("[" + buf[pos:end + 1] + "]")
+        except ValueError:
             self.look_alike = end  # inside an item: one by one up to there
             return False
         for item in items:
