@@ -179,7 +179,7 @@ class KubeClient:
             if resp.status >= 400:
                 raise _error(resp)
             decoder = ListDecoder(on_item)
-            for chunk in resp.stream(1 << 18):
+            while chunk := resp.read(1 << 16):
                 decoder.feed(chunk)
             return decoder.close()
         finally:
@@ -295,10 +295,23 @@ class ListDecoder:
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.decoder = json.JSONDecoder()
         self.look_alike = -1  # where a batch last failed: an item start inside an item (see _batch)
+        self.gathered: list[bytes] = []  # bytes fed but not decoded yet (see GATHER)
+        self.gathered_size = 0
+
+    # The API server sends a list in HTTP chunks of about one item: decoded one by one, a pod list would take
+    # twice as long. Bytes are gathered up to this much, then decoded in batches (see _batch).
+    GATHER = 1 << 16
 
     def feed(self, chunk: bytes, final: bool = False) -> None:
+        self.gathered.append(chunk)
+        self.gathered_size += len(chunk)
+        if self.gathered_size < self.GATHER and not final:
+            return
+        data = b"".join(self.gathered)
+        self.gathered.clear()
+        self.gathered_size = 0
         rest = self.buf[self.pos:]
-        self.buf = without_managed_fields(rest + self.utf8.decode(chunk, final))
+        self.buf = without_managed_fields(rest + self.utf8.decode(data, final))
         # (a cut in the kept text may leave this mark off by its length: that costs a batch, never an item)
         self.look_alike = -1 if self.look_alike < self.pos else self.look_alike - self.pos
         self.pos = 0
