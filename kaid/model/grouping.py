@@ -75,9 +75,10 @@ def _replica_sum(specs: Any) -> int:
 
 def min_member_of(kind: str, owner: Obj | None, pod: Obj) -> int:
     """How many pods of this workload must start together."""
-    anns = {**(_meta(pod).get("annotations") or {}), **(_meta(owner or {}).get("annotations") or {})}
-    if c.BATCH_MIN_MEMBER_ANNOTATION in anns:
-        return max(1, _int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
+    for source in (owner, pod):  # the owner's annotation wins
+        anns = _field(source, "annotations")
+        if c.BATCH_MIN_MEMBER_ANNOTATION in anns:
+            return max(1, _int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
     if owner is None:
         return 1
     spec = owner.get("spec") or {}
@@ -128,49 +129,59 @@ class WorkloadLabels:
     preferred_level: str | None = None
 
 
-def _labels(obj: Obj | None) -> dict[str, str]:
-    lab = _meta(obj or {}).get("labels")
-    return {str(k): str(v) for k, v in lab.items()} if isinstance(lab, dict) else {}
+_NONE: Obj = {}
 
 
-def _annotations(obj: Obj | None) -> dict[str, str]:
-    ann = _meta(obj or {}).get("annotations")
-    return {str(k): str(v) for k, v in ann.items()} if isinstance(ann, dict) else {}
+def _field(obj: Obj | None, name: str) -> Obj:
+    """``metadata.labels`` or ``metadata.annotations`` as they are (read, never copied: pods are read by the
+    thousand); values may be other than strings in a snapshot file, so what is read is passed through ``_text``."""
+    if obj is None:
+        return _NONE
+    value = _meta(obj).get(name)
+    return value if isinstance(value, dict) else _NONE
+
+
+def _text(value: Any) -> str | None:
+    """A label or annotation value as text; None when absent or empty."""
+    return None if value is None or value == "" else str(value)
 
 
 def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
                     queue_keys: tuple[str, ...]) -> WorkloadLabels:
-    sources = [_labels(owner)] if owner is not None else []
-    sources.append(_labels(pod))
+    sources = (_field(owner, "labels"), _field(pod, "labels"))  # the owner's first (none: empty)
     out = WorkloadLabels()
-    for labels in [*sources, _labels(namespace)]:
-        found = next((labels[k] for k in queue_keys if labels.get(k)), None)
-        if found:
-            out.queue = found
+    for labels in sources:
+        for key in queue_keys:
+            out.queue = _text(labels.get(key))
+            if out.queue:
+                break
+        if out.queue:
             break
+    else:
+        ns_labels = _field(namespace, "labels")
+        out.queue = next((q for q in (_text(ns_labels.get(k)) for k in queue_keys) if q), None)
     spec = pod.get("spec") or {}
     for labels in sources:
-        if labels.get(c.PRIORITY_CLASS_LABEL):
-            out.priority_class = labels[c.PRIORITY_CLASS_LABEL]
+        out.priority_class = _text(labels.get(c.PRIORITY_CLASS_LABEL))
+        if out.priority_class:
             break
     else:
         out.priority_class = str(spec.get("priorityClassName") or "") or None
         if out.priority_class is None and "priority" in spec:
             out.priority = _int(spec.get("priority"), 0)
     for labels in sources:
-        value = labels.get(c.PREEMPTIBILITY_LABEL)
+        value = _text(labels.get(c.PREEMPTIBILITY_LABEL))
         if value in (c.PREEMPTIBLE, c.NON_PREEMPTIBLE):
             out.preemptibility = value
             break
         if value:
             out.bad_preemptibility = value
             break
-    anns = [_annotations(owner)] if owner is not None else []
-    anns.append(_annotations(pod))
-    for a in anns:
-        if a.get(c.TOPOLOGY_ANNOTATION):
-            out.topology = a[c.TOPOLOGY_ANNOTATION]
-            out.required_level = a.get(c.TOPOLOGY_REQUIRED_ANNOTATION) or None
-            out.preferred_level = a.get(c.TOPOLOGY_PREFERRED_ANNOTATION) or None
+    for anns in (_field(owner, "annotations"), _field(pod, "annotations")):
+        topology = _text(anns.get(c.TOPOLOGY_ANNOTATION))
+        if topology:
+            out.topology = topology
+            out.required_level = _text(anns.get(c.TOPOLOGY_REQUIRED_ANNOTATION))
+            out.preferred_level = _text(anns.get(c.TOPOLOGY_PREFERRED_ANNOTATION))
             break
     return out
