@@ -36,8 +36,8 @@ class Resource:
 
 
 RESOURCES: tuple[Resource, ...] = (
+    Resource("Pod", "/api/v1/pods"),  # first: the longest list (the server encodes it while the rest go out)
     Resource("Node", "/api/v1/nodes"),
-    Resource("Pod", "/api/v1/pods"),
     Resource("Namespace", "/api/v1/namespaces"),
     Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
     Resource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
