@@ -12,6 +12,7 @@ import yaml
 
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
+from kaid.model import build
 from kaid.model.build import PodMemo, build_snapshot
 from kaid.model.objects import Pod
 from tests.objects import pod
@@ -71,3 +72,33 @@ def test_a_pod_copy_has_every_field() -> None:
     assert clone is not original
     for name in Pod.__slots__:
         assert getattr(clone, name) is getattr(original, name), name
+
+
+@pytest.mark.parametrize("path", SCENARIOS[:6], ids=[p.stem for p in SCENARIOS[:6]])
+def test_pods_read_ahead_decide_like_reading_fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kaid reads the pods of its first list as they arrive (``preread``): the first snapshot copies them, reads
+    none again, and decides as one that reads them itself; a changed object is still read again."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    objects = [d for d in docs[1:] if isinstance(d, dict)]
+    cfg = SchedulerConfig.model_validate(docs[0].get("config") or {})
+    fresh = run_cycle(build_snapshot(objects, cfg, NOW), cfg)
+    memo = PodMemo()
+    for obj in objects:
+        memo.preread(obj)  # every object of a list goes by; only pods are kept
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    assert len(memo.last) == len(pods)
+    reads: list[str] = []
+    real_read = build.read_pod
+
+    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
+        reads.append(obj["metadata"]["name"])
+        return real_read(obj, problems)
+
+    monkeypatch.setattr(build, "read_pod", counting_read)
+    ahead = run_cycle(build_snapshot(objects, cfg, NOW, pod_reader=memo.read), cfg)
+    assert reads == [] and outcome(ahead) == outcome(fresh)
+    memo.next_cycle()
+    if pods:
+        changed = copy.deepcopy(pods[0])
+        build_snapshot([o for o in objects if o is not pods[0]] + [changed], cfg, NOW, pod_reader=memo.read)
+        assert reads == [changed["metadata"]["name"]]

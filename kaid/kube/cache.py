@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,7 @@ class Informer:
             self.present.set()
         self.rv = ""
         self.relists = 0
+        self.first_item: Callable[[Obj], None] | None = None  # sees each item of the first list
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
 
     def start(self) -> None:
@@ -92,9 +94,13 @@ class Informer:
         kind = self.res.kind
         items: dict[str, Obj] = {}
 
+        first = self.relists == 0
+
         def add(obj: Obj) -> None:
             obj.setdefault("kind", kind)
             items[_key(obj)] = obj
+            if first and self.first_item is not None:
+                self.first_item(obj)
 
         data = self.client.list(self.res.path, add)  # items decoded while the server still sends the rest
         with self.lock:
@@ -204,6 +210,12 @@ class WatchCache:
             self.discovery.start()
         else:
             self.discovered.set()
+
+    def on_first_list(self, first_item: Callable[[Obj], None]) -> None:
+        """``first_item`` sees each object of the first lists still arriving, in their threads, as soon as it is
+        decoded: the daemon reads its pods there while the server still sends the rest, not after."""
+        for inf in self.informers:
+            inf.first_item = first_item
 
     def _discover(self) -> None:
         while not self.stop.is_set():

@@ -121,6 +121,8 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = cache or WatchCache(client)
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
+        if not self.cache.synced:  # pods of the first list still arriving are read as they come
+            self.cache.on_first_list(self.pod_memo.preread)
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)

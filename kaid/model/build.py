@@ -210,6 +210,15 @@ class PodMemo:
     def next_cycle(self) -> None:
         self.last, self.seen = self.seen, {}
 
+    def preread(self, obj: Obj) -> None:
+        """Read a pod ahead of the first snapshot (as a list arrives), which then copies it. Not for use during
+        a snapshot: it writes to what ``read`` looks in."""
+        if obj.get("kind") == "Pod":
+            meta = _meta(obj)
+            problems: list[Reason] = []
+            pod = read_pod(obj, problems)
+            self.last[f"{meta.get('namespace') or ''}/{meta.get('name', '')}"] = (obj, pod, problems)
+
 
 def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> None:
     frac_s = ann.get(c.GPU_FRACTION_ANNOTATION)
