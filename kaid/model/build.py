@@ -193,8 +193,7 @@ class PodMemo:
         self.seen: dict[str, tuple[Obj, Pod | None, list[Reason]]] = {}
 
     def read(self, obj: Obj, problems: list[Reason]) -> Pod:
-        meta = _meta(obj)
-        key = f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
+        key = _memo_key(obj)
         hit = self.last.get(key)
         if hit is None or hit[0] is not obj:  # new or changed: read, remember that it was seen
             self.seen[key] = (obj, None, [])
@@ -214,10 +213,13 @@ class PodMemo:
         """Read a pod ahead of the first snapshot (as a list arrives), which then copies it. Not for use during
         a snapshot: it writes to what ``read`` looks in."""
         if obj.get("kind") == "Pod":
-            meta = _meta(obj)
             problems: list[Reason] = []
-            pod = read_pod(obj, problems)
-            self.last[f"{meta.get('namespace') or ''}/{meta.get('name', '')}"] = (obj, pod, problems)
+            self.last[_memo_key(obj)] = (obj, read_pod(obj, problems), problems)
+
+
+def _memo_key(obj: Obj) -> str:
+    meta = _meta(obj)
+    return f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
 
 
 def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> None:
