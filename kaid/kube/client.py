@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 import urllib3
+from urllib3.util.ssl_ import create_urllib3_context
 
 Obj = dict[str, Any]
 
@@ -71,17 +73,8 @@ class KubeClient:
                  qps: float = 50.0, burst: int = 100) -> None:
         self.host = host.rstrip("/")
         self.token = token
-        kwargs: dict[str, Any] = {"maxsize": 32, "retries": False}
-        if verify:
-            kwargs["cert_reqs"] = "CERT_REQUIRED"
-            if ca_file:
-                kwargs["ca_certs"] = ca_file
-        else:
-            kwargs["cert_reqs"] = "CERT_NONE"
-        if cert_file:
-            kwargs["cert_file"] = cert_file
-            kwargs["key_file"] = key_file
-        self.http = urllib3.PoolManager(**kwargs)
+        self.http = urllib3.PoolManager(maxsize=32, retries=False, cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
+                                        ssl_context=_tls_context(ca_file, cert_file, key_file, verify))
         self.limiter = RateLimiter(qps, burst)
         self._ca, self._cert, self._key, self._verify = ca_file, cert_file, key_file, verify
 
@@ -217,6 +210,21 @@ class KubeClient:
                         yield event
         finally:
             resp.release_conn()
+
+
+def _tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool) -> ssl.SSLContext:
+    """One TLS context for every connection of a client, its CA and client certificate loaded once: urllib3
+    otherwise makes a context per connection and reads the files again (a starting kaid opens about 40
+    connections at once, a list and a watch per resource; that was a quarter of their threads' time)."""
+    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
+    if verify:
+        if ca_file:
+            ctx.load_verify_locations(cafile=ca_file)
+        else:
+            ctx.load_default_certs()
+    if cert_file:
+        ctx.load_cert_chain(cert_file, key_file)
+    return ctx
 
 
 def loads(text: str | bytes) -> Any:
