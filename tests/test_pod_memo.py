@@ -102,3 +102,26 @@ def test_pods_read_ahead_decide_like_reading_fresh(path: Path, monkeypatch: pyte
         changed = copy.deepcopy(pods[0])
         build_snapshot([o for o in objects if o is not pods[0]] + [changed], cfg, NOW, pod_reader=memo.read)
         assert reads == [changed["metadata"]["name"]]
+
+
+def test_peek_copies_pods_read_ahead_and_remembers_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The early first cycle's snapshot (``peek``) copies what the list's thread read ahead, reads the rest, and
+    leaves the memo as it was for the first full snapshot."""
+    a, b = pod("a", gpus=1), pod("b", gpus=2)
+    memo = PodMemo()
+    memo.preread(a)
+    before = dict(memo.last)
+    reads: list[str] = []
+    real_read = build.read_pod
+
+    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
+        reads.append(obj["metadata"]["name"])
+        return real_read(obj, problems)
+
+    monkeypatch.setattr(build, "read_pod", counting_read)
+    got = memo.peek(a, [])
+    assert reads == [] and got is not next(iter(memo.last.values()))[1], "a copy of the pod read ahead"
+    assert state(got) == state(real_read(a, []))
+    assert state(memo.peek(b, [])) == state(real_read(b, [])) and reads == ["b"]
+    assert memo.last == before and memo.seen == {}, "peek remembers nothing"
+    assert state(memo.peek(copy.deepcopy(a), [])) == state(got) and reads == ["b", "a"], "another dict is read"

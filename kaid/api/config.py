@@ -57,6 +57,8 @@ class SchedulerConfig(BaseModel):
     metricsPort: int = Field(8080, ge=0, le=65535, description="0 turns the metrics and health server off.")
     metricsAddress: str = Field("0.0.0.0", description="Address the metrics and health server listens on.")
     createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")
+    earlyFirstCycle: bool = Field(True, description="At start, bind pending pods while the pod list still arrives "
+                                  "(allocate only, on the pods on nodes listed apart); see WatchCache.early_view.")
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

@@ -24,7 +24,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import decay_usage
 from kaid.kube.actuator import Actuator, ApplyResult
-from kaid.kube.cache import WatchCache
+from kaid.kube.cache import EarlyView, WatchCache
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
@@ -119,7 +119,7 @@ class Daemon:
         self.cfg = cfg
         self.client = client
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.cache = cache or WatchCache(client)
+        self.cache = cache or WatchCache(client, early=cfg.earlyFirstCycle)
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
         if not self.cache.synced:  # pods of the first list still arriving are read as they come
             self.cache.on_first_list(self.pod_memo.preread)
@@ -141,6 +141,9 @@ class Daemon:
         self.cycles = 0
         self.server: Any = None
         self.warmed = False
+        # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
+        self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
+        self.early_bound: list[str] = []  # the pods the early cycle bound
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.holds()
@@ -173,7 +176,12 @@ class Daemon:
         if self.cfg.metricsPort:
             self.server = serve(lambda: self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
                                 self.cfg.metricsAddress)
+        if self.elector is not None:
+            self.elector.start()  # before the lists end: an early first cycle needs the lease too
         try:
+            if self.cfg.earlyFirstCycle:
+                self._early_cycle_when_ready(sync_timeout)
+            self.cache.release_pods()
             synced = self._wait_synced(sync_timeout)
         finally:
             gc.freeze()
@@ -182,8 +190,6 @@ class Daemon:
         if not synced:
             self.shutdown()
             return 1
-        if self.elector is not None:
-            self.elector.start()
         log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
                  "leader election on" if self.elector else "alone", self.identity, self.cfg.schedulerName,
                  process_age())
@@ -203,6 +209,24 @@ class Daemon:
                 self.stopping.wait(rest)
         self.shutdown()
         return 0
+
+    def _early_cycle_when_ready(self, timeout: float, poll: float = 0.005) -> None:
+        """One early cycle, if the pod list is long enough to leave time for one (see ``WatchCache.early_view``):
+        on at most twice the client's burst of pending pods, so that its binds go on while the rest is listed."""
+        deadline = time.monotonic() + timeout
+        pods = self.cache.pods
+        log.debug("waiting for an early view, %.0f ms after the process began", process_age() * 1000)
+        while pods is not None and self.cache.early and not self.stopping.is_set() and time.monotonic() < deadline:
+            asked = self.elector is None or self.elector.tried.is_set()  # whether this replica leads is known
+            view = self.cache.early_view(self.cfg.schedulerName, 2 * self.cfg.clientBurst) if asked else None
+            if view is not None:
+                log.debug("early view: %d pods in, %d on nodes, %d pending taken (%.2f s after the process began)",
+                          view.arrived, view.on_nodes, view.pending, process_age())
+                if view.pending and self.leading():
+                    self.early_cycle(view)
+                return
+            if pods.synced.wait(poll):
+                return
 
     def _wait_synced(self, timeout: float) -> bool:
         """Until every informer has listed (True), or a stop (True: the loop sees it), or ``timeout`` (False)."""
@@ -225,6 +249,47 @@ class Daemon:
         self.status.close()
         if self.server is not None:
             self.server.shutdown()
+
+    def early_cycle(self, view: EarlyView) -> Decisions:
+        """A first cycle while the pod list still arrives: allocate only, on ``view`` (every pod on a node, the
+        first pending pods). It binds the first of a backlog while the API server still sends the rest, so the
+        client's rate limit starts to be used half a second sooner. Nothing else is written: the fair shares,
+        the pending reasons and the gangs seen here are those of part of the pods; the next cycle, on the whole
+        cache, writes status, makes the PodGroups and runs every action. The view's pending pods are few (twice
+        the client's burst at most), and their order is the list's (by name, not priority): the cycle decides
+        little, on what is free at the start."""
+        started = time.monotonic()
+        self.last_cycle = started
+        objs = view.objects
+        if self.cfg.createPodGroups:
+            objs = objs + podgroups_to_create(objs, self.cfg)  # from memory; the next cycle writes them
+        snap = build_snapshot(objs, self.cfg, time.time(), None, wait_for_owners=True, pod_reader=self.pod_memo.peek)
+        t1 = time.monotonic()
+        streamed: list[Any] = []
+
+        def stream(binds: list[Bind]) -> None:
+            if self.leading():
+                if not streamed:
+                    log.debug("early cycle: first binds after %.0f ms (%.2f s after the process began)",
+                              (time.monotonic() - started) * 1000, process_age())
+                streamed.extend(self.actuator.start_binds(binds))
+
+        decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": ("allocate",)}), on_bind=stream)
+        self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
+        t2 = time.monotonic()
+        binds = decisions.binds if self.leading() else [b for b, _ in streamed]
+        applied = self.actuator.apply(Decisions(binds=binds), streamed)
+        self.overlay.record(Decisions(binds=binds), applied, time.time())
+        self.early_bound = [b.pod for b in applied.bound]
+        t3 = time.monotonic()
+        self.cycles += 1
+        phases = {"snapshot": t1 - started, "decide": t2 - t1, "apply": t3 - t2}
+        self.early_observed = (snap, decisions, applied, phases, t3 - started)
+        log.info("cycle %d: %d bound, 0 evicted, 0 pipelined, %d pending (%.0f ms); early, while the pod list "
+                 "arrived (%d pods in): on the %d pods on nodes and the first %d pending", self.cycles,
+                 len(applied.bound), len(decisions.pending), (t3 - started) * 1000, view.arrived, view.on_nodes,
+                 view.pending)
+        return decisions
 
     def cycle(self) -> Decisions:
         started = time.monotonic()
@@ -285,8 +350,12 @@ class Daemon:
         self._mark_stale(snap, decisions)
         if self.status_busy is None or self.status_busy.done():
             # written while the next cycle runs; a cycle that finds it still busy skips (the next writes anew)
-            self.status_busy = self.background.submit(self.status.write, snap, decisions, applied)
+            earlier = self.early_observed[2].bound if self.early_observed is not None else []
+            self.status_busy = self.background.submit(self.status.write, snap, decisions, applied, earlier)
         t4 = time.monotonic()
+        if self.early_observed is not None:
+            self._observe(*self.early_observed, queues=False)
+            self.early_observed = None
         self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
                                                  "status": t4 - t3}, t4 - started)
         if self.cfg.usageHalfLifeSeconds > 0:
@@ -331,7 +400,8 @@ class Daemon:
                 log.info("stale mark on %s not written: %s", key, err.message)
 
     def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],
-                 total: float) -> None:
+                 total: float, queues: bool = True) -> None:
+        """``queues``: set the queues' gauges too (not from an early cycle, which saw part of the pods)."""
         m = self._metrics()
         m.cycle.observe(total * 1000)
         for name, secs in phases.items():
@@ -340,6 +410,15 @@ class Daemon:
         m.binds.labels("failed").inc(len(applied.failed))
         for e in applied.evicted:
             m.evictions.labels(e.action).inc()
+        pods = {p.key: p for p in snap.pods}
+        for b in applied.bound:
+            p = pods.get(b.pod)
+            if p is not None and p.created:
+                m.wait.observe(max(0.0, snap.now - p.created))
+        m.gangs.labels("placed").inc(sum(1 for n in d.stats.gang_nodes if n))
+        m.gangs.labels("released").inc(1 if applied.released else 0)
+        if not queues:
+            return
         depth: dict[str, int] = {}
         for key in d.pending:
             job = snap.jobs.get(key)
@@ -351,10 +430,3 @@ class Daemon:
             m.allocated.labels(row["name"]).set(row["allocatedAfter"]["gpu"])
             m.requested.labels(row["name"]).set(row["requested"]["gpu"])
             m.depth.labels(row["name"]).set(depth.get(row["name"], 0))
-        pods = {p.key: p for p in snap.pods}
-        for b in applied.bound:
-            p = pods.get(b.pod)
-            if p is not None and p.created:
-                m.wait.observe(max(0.0, snap.now - p.created))
-        m.gangs.labels("placed").inc(sum(1 for n in d.stats.gang_nodes if n))
-        m.gangs.labels("released").inc(1 if applied.released else 0)

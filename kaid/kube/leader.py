@@ -43,6 +43,7 @@ class LeaderElector:
         self.thread = threading.Thread(target=self._run, name="leader", daemon=True)
         self.transitions = 0
         self.renewed_at = 0.0  # monotonic time of the last successful acquire or renew
+        self.tried = threading.Event()  # the first attempt has an answer (won or not)
 
     def holds(self) -> bool:
         """Leader, and sure of it: the last renew is younger than the lease (a process frozen past its
@@ -112,6 +113,7 @@ class LeaderElector:
             elif not won and self.is_leader.is_set():
                 log.warning("%s lost the lease; standing by", self.identity)
                 self.is_leader.clear()
+            self.tried.set()
             self.stop.wait(self.cfg.renewIntervalSeconds)
 
     def release(self) -> None:

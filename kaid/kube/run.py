@@ -30,7 +30,7 @@ def run_daemon(kubeconfig: Path | None = None, context: str | None = None, confi
     # The lists go out first: the API server encodes them (a large cluster's pods are megabytes of JSON)
     # while the config and the engine load. The limits are the config's from the start (see configure).
     gc.disable()  # for the first list: see Daemon.run
-    cache = WatchCache(client)
+    cache = WatchCache(client, early=True)  # the config may say no early cycle: the daemon lets it go then
     log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
     cache.start()
     from kaid.api.config import SchedulerConfig, load_config
@@ -51,6 +51,8 @@ def run_daemon(kubeconfig: Path | None = None, context: str | None = None, confi
         print(f"error: {err}", file=sys.stderr)
         return 1
     client.limiter.configure(cfg.clientQPS, cfg.clientBurst)
+    if not cfg.earlyFirstCycle:
+        cache.release_pods()
     from kaid.kube.daemon import Daemon
 
     daemon = Daemon(cfg, client, identity, cache)

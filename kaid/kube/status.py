@@ -10,12 +10,13 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
 from kaid.api import constants as c
-from kaid.cycle import Decisions
+from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
 from kaid.model.objects import Reason, Snapshot
@@ -94,14 +95,16 @@ class StatusWriter:
         except ApiError as err:
             log.debug("event not written: %s", err.message)
 
-    def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult) -> None:
-        """Work out every change, then send them concurrently (the writes are independent)."""
+    def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
+        """Work out every change, then send them concurrently (the writes are independent). ``earlier``: binds of
+        an earlier cycle that wrote nothing (the daemon's early cycle): their ``Scheduled`` events are written
+        here, on this cycle's PodGroups (the snapshot counts those pods as placed already)."""
         self.tasks = []
-        self._collect(snap, d, applied)
+        self._collect(snap, d, applied, earlier)
         list(self.pool.map(lambda task: task(), self.tasks))
         self.tasks = []
 
-    def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult) -> None:
+    def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
         bound_jobs: dict[str, int] = {}
         bound_gpu: dict[str, int] = {}
         bound_nodes: dict[str, set[str]] = {}
@@ -150,6 +153,9 @@ class StatusWriter:
                 cond2 = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                          "lastTransitionTime": _now()}
                 self.tasks.append(lambda p=p, cond2=cond2: self._pod_condition(p.namespace, p.name, cond2))
+        for b in earlier:
+            bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
+            bound_nodes.setdefault(b.job, set()).add(b.node)
         pods = {p.key: p for p in snap.pods}
         for job_key, count in bound_jobs.items():  # one Scheduled event per pod group, not per pod
             group = snap.jobs.get(job_key)

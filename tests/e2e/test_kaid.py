@@ -9,11 +9,13 @@ afterwards) and its own leader-election Lease, so tests do not see each other's 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +27,10 @@ import pytest
 import yaml
 
 from kaid.api.config import SchedulerConfig
+from kaid.kube import cache as cache_mod
+from kaid.kube.cache import RESOURCES, Resource, WatchCache
+from kaid.kube.client import KubeClient
+from kaid.kube.daemon import Daemon
 from kaid.model.build import build_snapshot
 
 from .controlplane import ControlPlane
@@ -720,6 +726,81 @@ def test_job_made_from_a_cronjob_is_scheduled_in_its_queue(
     _wait_bound(cp, namespace, 2, "job-name=nightly-now")
     groups = cp.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")["items"]
     assert [(g["spec"]["queue"], g["spec"]["minMember"]) for g in groups] == [(q, 2)], groups
+
+
+# --------------------------------------------------------------------------------------------------
+# The early first cycle
+
+
+def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed_yet(
+    control_plane: ControlPlane, kai: KaiInstall, namespace: str, make_pool: Any, make_queues: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A starting kaid binds the first pending pods while the rest of its pod list is held back, on a view that
+    counts a running pod the held list has not delivered yet (it comes last by name): it is seen through the
+    separate list of pods on nodes. The daemon runs in this process (a thread), with the ServiceAccount's
+    token, so that the hold can be set to 4 pods; its pods list covers this test's namespace only."""
+    cp = control_plane
+    pool, nodes = make_pool(2, gpus=8)
+    (q,) = make_queues(queue(f"early-{_suffix()}", 0))
+    scheduler = f"kai-early-{_suffix()}"
+    hog = pod("zz-hog", pool, q, gpus=6)
+    hog["spec"].update(nodeName=nodes[0], schedulerName="default-scheduler")  # bound at creation
+    _create(cp, namespace, hog)
+    for i in range(12):
+        p = pod(f"p{i:02}", pool, q)
+        p["spec"]["schedulerName"] = scheduler
+        _create(cp, namespace, p)
+    wait_for(lambda: len(pods_of(cp, namespace)) == 13, 30, "the pods")
+
+    monkeypatch.setattr(cache_mod, "HOLD_PODS_AFTER", 4)
+    monkeypatch.setattr(cache_mod, "HOLD_LIMIT", 30.0)  # released by the daemon, never by the clock
+    cfg = SchedulerConfig.model_validate({
+        **yaml.safe_load(yaml.safe_load((MANIFESTS / "config.yaml").read_text())["data"]["config.yaml"]),
+        "schedulerName": scheduler, "clientQPS": 50, "clientBurst": 2, "metricsPort": 0,
+        "leaderElection": {"enabled": False}})
+    client = KubeClient.from_config(str(kai.kubeconfig))
+    resources = tuple(Resource("Pod", f"/api/v1/namespaces/{namespace}/pods") if r.kind == "Pod" else r
+                      for r in RESOURCES)
+    cache = WatchCache(client, resources, early=True)
+    daemon = Daemon(cfg, client, "early", cache)
+    thresholds = gc.get_threshold()
+    runner = threading.Thread(target=daemon.run, name="kaid-early", daemon=True)
+    runner.start()
+    try:
+        wait_for(lambda: daemon.cycles >= 2, 60, "an early cycle and a full one")
+        assert cache.held.is_set(), "the pod list was held"
+        # 2 * clientBurst pending pods, the first by name; the hog's node had room for 2 of them
+        assert sorted(daemon.early_bound) == [f"{namespace}/p{i:02}" for i in range(4)]
+        got = _wait_bound(cp, namespace, 11)  # the hog and 10 of the 12: 2 + 8 GPUs were free
+        _wait_cycles_of(daemon, 2)
+    finally:
+        daemon.stopping.set()
+        daemon.cache.changed.set()
+        runner.join(30)
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    assert not runner.is_alive()
+    pods = pods_of(cp, namespace)
+    assert len(bound(pods)) == 11 and len(got) == 11
+    gpus: dict[str, int] = {}
+    for p in bound(pods):
+        node = p["spec"]["nodeName"]
+        gpus[node] = gpus.get(node, 0) + int(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+    assert gpus == {nodes[0]: 8, nodes[1]: 8}, f"GPUs handed out per node: {gpus}"
+    scheduled: dict[str, int] = {}
+    for e in events(cp, namespace, "Scheduled"):
+        scheduled[e["involvedObject"]["name"]] = scheduled.get(e["involvedObject"]["name"], 0) + 1
+    # one event per PodGroup (here one per pod), the early cycle's binds included though it wrote nothing itself
+    bound_names = {p["metadata"]["name"] for p in bound(pods)} - {"zz-hog"}
+    assert scheduled == {f"pg-pod-{name}": 1 for name in bound_names}, scheduled
+    listed = [k for k in cache.informers[0].items if k.startswith(f"{namespace}/")]
+    assert len(listed) == 13, "the held list went on to the end once released"
+
+
+def _wait_cycles_of(daemon: Daemon, n: int, timeout: float = 30.0) -> None:
+    start = daemon.cycles
+    wait_for(lambda: daemon.cycles >= start + n, timeout, f"{n} more cycles")
 
 
 # --------------------------------------------------------------------------------------------------
