@@ -893,6 +893,45 @@ def test_reclaim_evicts_over_fair_share_and_binds_the_gang(
     wait_for(shares, BIND_TIMEOUT, f"queues {a} and {b} each at 4 allocated against a fair share of 4")
 
 
+def test_preempt_evicts_lower_priority_in_the_queue_and_binds_the_gang(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """Inside one queue, a gang of higher priority (build, 100) takes the GPUs of preemptible pods of lower
+    priority (train, 50) that fill the node: exactly as many as it needs are evicted, through the Eviction
+    API, and each says who preempted it."""
+    cp = control_plane
+    pool, (node,) = make_pool(1, gpus=8)
+    (q,) = make_queues(queue(f"prio-{_suffix()}", 8))
+    kaid = start_kaid("preempt")
+    with watching(cp, namespace) as watch:
+        for i in range(8):
+            _create(cp, namespace, pod(f"low-{i}", pool, q, 1, priority_class="train"))
+        _wait_bound(cp, namespace, 8)
+        job = gang_job("high", pool, q, 4)
+        job["spec"]["template"]["spec"]["priorityClassName"] = "build"
+        _create(cp, namespace, job)
+        gang = _wait_bound(cp, namespace, 4, "job-name=high", timeout=40)
+        assert {p["spec"]["nodeName"] for p in gang} == {node}
+        versions = watch.wait(
+            lambda vs: sum(1 for v in vs if v.type == "DELETED") >= 4, 10, "the watch to show the deletions"
+        )
+
+    low = [p for p in pods_of(cp, namespace) if p["metadata"]["name"].startswith("low-")]
+    assert len(low) == 4 and len(bound(low)) == 4, [p["metadata"]["name"] for p in low]
+    evicted = {v.name for v in versions if v.name.startswith("low-") and v.type == "DELETED"}
+    assert len(evicted) == 4, evicted
+    for name in evicted:
+        seen = [c for v in versions if v.name == name for c in v.conditions if c.get("type") == "DisruptionTarget"]
+        assert any("preempt" in str(c.get("message")) for c in seen), f"{name}: {seen}"
+    evicted_events = {e["involvedObject"]["name"]: e for e in events(cp, namespace, "Evicted")
+                      if e["source"].get("component") == "kai-scheduler"}  # fmt: skip
+    assert set(evicted_events) == evicted
+    for e in evicted_events.values():
+        assert e["message"].startswith(f"preempt for {namespace}/pg-job-high: "), e["message"]
+    assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "preempt"}) or 0) == 4
+    assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "reclaim"}) or 0) == 0
+
+
 # --------------------------------------------------------------------------------------------------
 # Examples
 
