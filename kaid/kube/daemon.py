@@ -223,7 +223,10 @@ class Daemon:
                 log.debug("early view: %d pods in, %d on nodes, %d pending taken (%.2f s after the process began)",
                           view.arrived, view.on_nodes, view.pending, process_age())
                 if view.pending and self.leading():
-                    self.early_cycle(view)
+                    try:
+                        self.early_cycle(view)
+                    except Exception:  # the full cycles to come do it all again, on the whole cache
+                        log.exception("the early cycle failed; the first full cycle schedules its pods")
                 return
             if pods.synced.wait(poll):
                 return
