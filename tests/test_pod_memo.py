@@ -32,6 +32,21 @@ def state(p: Pod) -> tuple[Any, ...]:
     return tuple(getattr(p, name) for name in Pod.__slots__ if name != "job")
 
 
+READ_POD = build.read_pod
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pods ``build.read_pod`` reads from now on (it still reads them)."""
+    reads: list[str] = []
+
+    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
+        reads.append(obj["metadata"]["name"])
+        return READ_POD(obj, problems)
+
+    monkeypatch.setattr(build, "read_pod", counting_read)
+    return reads
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_memo_decides_like_reading_fresh(path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
@@ -87,14 +102,7 @@ def test_pods_read_ahead_decide_like_reading_fresh(path: Path, monkeypatch: pyte
         memo.preread(obj)  # every object of a list goes by; only pods are kept
     pods = [o for o in objects if o.get("kind") == "Pod"]
     assert len(memo.last) == len(pods)
-    reads: list[str] = []
-    real_read = build.read_pod
-
-    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
-        reads.append(obj["metadata"]["name"])
-        return real_read(obj, problems)
-
-    monkeypatch.setattr(build, "read_pod", counting_read)
+    reads = count_reads(monkeypatch)
     ahead = run_cycle(build_snapshot(objects, cfg, NOW, pod_reader=memo.read), cfg)
     assert reads == [] and outcome(ahead) == outcome(fresh)
     memo.next_cycle()
@@ -111,17 +119,10 @@ def test_peek_copies_pods_read_ahead_and_remembers_nothing(monkeypatch: pytest.M
     memo = PodMemo()
     memo.preread(a)
     before = dict(memo.last)
-    reads: list[str] = []
-    real_read = build.read_pod
-
-    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
-        reads.append(obj["metadata"]["name"])
-        return real_read(obj, problems)
-
-    monkeypatch.setattr(build, "read_pod", counting_read)
+    reads = count_reads(monkeypatch)
     got = memo.peek(a, [])
     assert reads == [] and got is not next(iter(memo.last.values()))[1], "a copy of the pod read ahead"
-    assert state(got) == state(real_read(a, []))
-    assert state(memo.peek(b, [])) == state(real_read(b, [])) and reads == ["b"]
+    assert state(got) == state(READ_POD(a, []))
+    assert state(memo.peek(b, [])) == state(READ_POD(b, [])) and reads == ["b"]
     assert memo.last == before and memo.seen == {}, "peek remembers nothing"
     assert state(memo.peek(copy.deepcopy(a), [])) == state(got) and reads == ["b", "a"], "another dict is read"
