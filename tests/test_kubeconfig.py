@@ -51,3 +51,20 @@ def test_plugins_and_errors(tmp_path: Path) -> None:
         from_kubeconfig(str(p), "nope")
     with pytest.raises(ValueError, match="cannot load kubeconfig"):
         KubeClient.from_config(str(tmp_path / "missing"), None)
+
+
+def test_missing_or_broken_tls_files_are_a_clear_error(tmp_path: Path) -> None:
+    """The client loads its CA and client certificate once, when it is made: a path that is gone or a file that
+    is not a certificate is a ValueError naming the file (``kaid run`` and kaictl print it), not a traceback."""
+    for ca in (tmp_path / "gone.crt", tmp_path / "junk.crt"):
+        if ca.name == "junk.crt":
+            ca.write_text("not a certificate\n")
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+               "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:6443",
+                                                      "certificate-authority": str(ca)}}],
+               "users": [{"name": "u", "user": {"token": "t"}}],
+               "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(cfg))
+        with pytest.raises(ValueError, match=f"cannot load the TLS files of the kubeconfig \\({ca}\\)"):
+            KubeClient.from_config(str(path))

@@ -236,13 +236,18 @@ def _tls_context(ca_file: str | None, cert_file: str | None, key_file: str | Non
     otherwise makes a context per connection and reads the files again (a starting kaid opens about 40
     connections at once, a list and a watch per resource; that was a quarter of their threads' time)."""
     ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
-    if verify:
-        if ca_file:
-            ctx.load_verify_locations(cafile=ca_file)
-        else:
-            ctx.load_default_certs()
-    if cert_file:
-        ctx.load_cert_chain(cert_file, key_file)
+    try:
+        if verify:
+            if ca_file:
+                ctx.load_verify_locations(cafile=ca_file)
+            else:
+                ctx.load_default_certs()
+        if cert_file:
+            ctx.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as err:  # (SSLError is an OSError; named for the reader)
+        files = ", ".join(f for f in (ca_file, cert_file, key_file) if f) or "the system's CA certificates"
+        raise ValueError(f"cannot load the TLS files of the kubeconfig ({files}): {err.strerror or err}; "
+                         "check the certificate-authority and client-certificate paths") from None
     return ctx
 
 
