@@ -280,9 +280,9 @@ class Daemon:
         decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": ("allocate",)}), on_bind=stream)
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
-        binds = decisions.binds if self.leading() else [b for b, _ in streamed]
-        applied = self.actuator.apply(Decisions(binds=binds), streamed)
-        self.overlay.record(Decisions(binds=binds), applied, time.time())
+        binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in streamed])
+        applied = self.actuator.apply(binding, streamed)
+        self.overlay.record(binding, applied, time.time())
         self.early_bound = [b.pod for b in applied.bound]
         t3 = time.monotonic()
         self.cycles += 1
