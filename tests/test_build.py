@@ -1,8 +1,9 @@
 """Reading Kubernetes objects into the model: contract keys, units, defaults and bad objects."""
 
 from kaid.api.config import SchedulerConfig
-from kaid.model.build import build_snapshot, pod_requests
+from kaid.model.build import build_snapshot
 from kaid.model.objects import CPU, GPU, MEM, UNLIMITED
+from kaid.model.pods import pod_requests
 from tests.objects import node, pod, podgroup, queue
 
 

@@ -12,8 +12,9 @@ import yaml
 
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
-from kaid.model import build
-from kaid.model.build import PodMemo, build_snapshot
+from kaid.kube.podmemo import PodMemo
+from kaid.model import pods as model_pods
+from kaid.model.build import build_snapshot
 from kaid.model.objects import Pod
 from tests.objects import pod
 
@@ -32,18 +33,18 @@ def state(p: Pod) -> tuple[Any, ...]:
     return tuple(getattr(p, name) for name in Pod.__slots__ if name != "job")
 
 
-READ_POD = build.read_pod
+READ_POD = model_pods.read_pod
 
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the pods ``build.read_pod`` reads from now on (it still reads them)."""
+    """The names of the pods ``model_pods.read_pod`` reads from now on (it still reads them)."""
     reads: list[str] = []
 
     def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
         reads.append(obj["metadata"]["name"])
         return READ_POD(obj, problems)
 
-    monkeypatch.setattr(build, "read_pod", counting_read)
+    monkeypatch.setattr(model_pods, "read_pod", counting_read)
     return reads
 
 

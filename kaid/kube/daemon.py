@@ -29,9 +29,10 @@ from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
+from kaid.kube.podmemo import PodMemo
 from kaid.kube.process import process_age
 from kaid.kube.status import StatusWriter
-from kaid.model.build import PodMemo, build_snapshot
+from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
 
 log = logging.getLogger("kaid")

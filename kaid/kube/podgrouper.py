@@ -13,8 +13,7 @@ from urllib.parse import quote
 from kaid.api import constants as c
 from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
-from kaid.model.build import OWNER_KINDS, WATCHED_OWNER_KINDS
-from kaid.model.grouping import OwnerIndex, group_for_pod, workload_labels
+from kaid.model.grouping import OWNER_KINDS, WATCHED_OWNER_KINDS, OwnerIndex, group_for_pod, workload_labels
 
 log = logging.getLogger("kaid.podgrouper")
 Obj = dict[str, Any]

@@ -1,4 +1,5 @@
-"""Which PodGroup a pod belongs to when it names none: its top owner's, following DESIGN section 2.
+"""Which PodGroup a pod belongs to when it names none: its top owner's (the compatibility contract in
+docs/architecture.md).
 
 Pure functions over plain dicts, shared by the snapshot builder (for offline snapshots) and by the
 daemon's PodGroup maker.
@@ -10,9 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.meta import as_int
 
 Obj = dict[str, Any]
 OwnerIndex = dict[tuple[str, str, str], Obj]  # (namespace, kind, name) -> object
+# the workload kinds a snapshot indexes as owners of pods
+OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "CronJob", "PyTorchJob", "MPIJob",
+               "RayJob", "RayCluster", "JobSet", "LeaderWorkerSet", "TFJob", "XGBoostJob"}
+# owners the daemon watches: a pod whose owner is one of these waits until the owner is seen
+WATCHED_OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "PyTorchJob", "MPIJob", "RayJob",
+                       "RayCluster", "JobSet", "LeaderWorkerSet"}
 
 
 @dataclass(slots=True, frozen=True)
@@ -24,13 +33,8 @@ class GroupInfo:
     owner: Obj | None  # the top owner object when the snapshot has it
 
 
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def controller_ref(obj: Obj) -> Obj | None:
-    refs = _meta(obj).get("ownerReferences") or []
+    refs = meta.meta(obj).get("ownerReferences") or []
     if not isinstance(refs, list):
         return None
     refs = [r for r in refs if isinstance(r, dict) and r.get("kind") and r.get("name")]
@@ -42,8 +46,8 @@ def controller_ref(obj: Obj) -> Obj | None:
 
 def top_owner(pod: Obj, owners: OwnerIndex) -> tuple[str, str, Obj | None]:
     """(kind, name, object or None) of the top owner; the pod itself when it has none."""
-    ns = _meta(pod).get("namespace") or "default"
-    kind, name, obj = "Pod", str(_meta(pod).get("name", "")), pod
+    ns = meta.namespace(pod)
+    kind, name, obj = "Pod", meta.name(pod), pod
     seen: set[tuple[str, str]] = set()
     current: Obj = pod
     while True:
@@ -60,25 +64,18 @@ def top_owner(pod: Obj, owners: OwnerIndex) -> tuple[str, str, Obj | None]:
         obj = current = found
 
 
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def _replica_sum(specs: Any) -> int:
     if not isinstance(specs, dict):
         return 0
-    return sum(_int((s or {}).get("replicas"), 1) for s in specs.values() if isinstance(s, dict))
+    return sum(as_int((s or {}).get("replicas"), 1) for s in specs.values() if isinstance(s, dict))
 
 
 def min_member_of(kind: str, owner: Obj | None, pod: Obj) -> int:
     """How many pods of this workload must start together."""
     for source in (owner, pod):  # the owner's annotation wins
-        anns = _field(source, "annotations")
+        anns = meta.annotations_of(source)
         if c.BATCH_MIN_MEMBER_ANNOTATION in anns:
-            return max(1, _int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
+            return max(1, as_int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
     if owner is None:
         return 1
     spec = owner.get("spec") or {}
@@ -88,26 +85,26 @@ def min_member_of(kind: str, owner: Obj | None, pod: Obj) -> int:
         return max(1, _replica_sum(spec.get("mpiReplicaSpecs")))
     if kind == "RayCluster":
         workers = spec.get("workerGroupSpecs") or []
-        return 1 + sum(_int((w or {}).get("minReplicas"), _int((w or {}).get("replicas"), 0)) for w in workers)
+        return 1 + sum(as_int((w or {}).get("minReplicas"), as_int((w or {}).get("replicas"), 0)) for w in workers)
     if kind == "RayJob":
         return min_member_of("RayCluster", {"spec": spec.get("rayClusterSpec") or {}}, pod)
     if kind == "JobSet":
         total = 0
         for rj in spec.get("replicatedJobs") or []:
-            par = _int(((rj or {}).get("template") or {}).get("spec", {}).get("parallelism"), 1)
-            total += _int((rj or {}).get("replicas"), 1) * par
+            par = as_int(((rj or {}).get("template") or {}).get("spec", {}).get("parallelism"), 1)
+            total += as_int((rj or {}).get("replicas"), 1) * par
         return max(1, total)
     if kind == "LeaderWorkerSet":
-        return max(1, _int((spec.get("leaderWorkerTemplate") or {}).get("size"), 1))
+        return max(1, as_int((spec.get("leaderWorkerTemplate") or {}).get("size"), 1))
     return 1
 
 
 def group_for_pod(pod: Obj, owners: OwnerIndex) -> GroupInfo:
     """The PodGroup a pod without a ``pod-group-name`` annotation belongs to."""
-    labels = _meta(pod).get("labels") or {}
+    labels = meta.labels_of(pod)
     job_id = labels.get(c.JOB_ID_LABEL)
     if job_id:
-        size = max(1, _int(labels.get(c.JOB_SIZE_LABEL), 1))
+        size = max(1, as_int(labels.get(c.JOB_SIZE_LABEL), 1))
         return GroupInfo(f"pg-job-id-{job_id}", size, "JobId", str(job_id), None)
     kind, name, owner = top_owner(pod, owners)
     if kind == "Pod":
@@ -129,18 +126,6 @@ class WorkloadLabels:
     preferred_level: str | None = None
 
 
-_NONE: Obj = {}
-
-
-def _field(obj: Obj | None, name: str) -> Obj:
-    """``metadata.labels`` or ``metadata.annotations`` as they are (read, never copied: pods are read by the
-    thousand); values may be other than strings in a snapshot file, so what is read is passed through ``_text``."""
-    if obj is None:
-        return _NONE
-    value = _meta(obj).get(name)
-    return value if isinstance(value, dict) else _NONE
-
-
 def _text(value: Any) -> str | None:
     """A label or annotation value as text; None when absent or empty."""
     return None if value is None or value == "" else str(value)
@@ -148,7 +133,7 @@ def _text(value: Any) -> str | None:
 
 def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
                     queue_keys: tuple[str, ...]) -> WorkloadLabels:
-    sources = (_field(owner, "labels"), _field(pod, "labels"))  # the owner's first (none: empty)
+    sources = (meta.labels_of(owner), meta.labels_of(pod))  # the owner's first (none: empty)
     out = WorkloadLabels()
     for labels in sources:
         for key in queue_keys:
@@ -158,7 +143,7 @@ def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
         if out.queue:
             break
     else:
-        ns_labels = _field(namespace, "labels")
+        ns_labels = meta.labels_of(namespace)
         out.queue = next((q for q in (_text(ns_labels.get(k)) for k in queue_keys) if q), None)
     spec = pod.get("spec") or {}
     for labels in sources:
@@ -168,7 +153,7 @@ def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
     else:
         out.priority_class = str(spec.get("priorityClassName") or "") or None
         if out.priority_class is None and "priority" in spec:
-            out.priority = _int(spec.get("priority"), 0)
+            out.priority = as_int(spec.get("priority"), 0)
     for labels in sources:
         value = _text(labels.get(c.PREEMPTIBILITY_LABEL))
         if value in (c.PREEMPTIBLE, c.NON_PREEMPTIBLE):
@@ -177,7 +162,7 @@ def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
         if value:
             out.bad_preemptibility = value
             break
-    for anns in (_field(owner, "annotations"), _field(pod, "annotations")):
+    for anns in (meta.annotations_of(owner), meta.annotations_of(pod)):
         topology = _text(anns.get(c.TOPOLOGY_ANNOTATION))
         if topology:
             out.topology = topology

@@ -1,0 +1,187 @@
+"""Reading jobs: a PodGroup object, or the group a pod makes with its workload's other pods; then what the
+job's queue, priority class and topology say about it. A problem becomes a Reason on the job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.config import SchedulerConfig
+from kaid.api.crds import PodGroupSpec, validation_message
+from kaid.api.duration import parse_duration
+from kaid.model.grouping import WATCHED_OWNER_KINDS, OwnerIndex, group_for_pod, top_owner, workload_labels
+from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason
+
+Obj = dict[str, Any]
+
+
+def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
+    """The job of a PodGroup object, into ``jobs``; an invalid spec leaves it with an error."""
+    job = Job(meta.namespace(obj), meta.name(obj))
+    job.explicit = True
+    job.raw = obj
+    job.created = meta.parse_time(meta.meta(obj).get("creationTimestamp"))
+    try:
+        spec = PodGroupSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as err:
+        job.errors.append(Reason("InvalidPodGroup", f"PodGroup {job.key} is invalid: {validation_message(err)}"))
+        jobs[job.key] = job
+        return
+    job.min_member = spec.minMember
+    job.queue = spec.queue or ""
+    job.priority_class = spec.priorityClassName or ""
+    if spec.preemptibility:
+        job.preemptibility = spec.preemptibility
+    job.subgroups = [s.model_dump() for s in spec.subGroups]
+    if spec.topologyConstraint is not None:
+        job.topology = spec.topologyConstraint.topology
+        job.required_level = spec.topologyConstraint.requiredTopologyLevel
+        job.preferred_level = spec.topologyConstraint.preferredTopologyLevel
+    if spec.stalenessGracePeriod is not None:
+        job.stale_grace = parse_duration(spec.stalenessGracePeriod)
+    job.stale_since = meta.parse_time(meta.annotations_of(obj).get(c.STALE_SINCE_ANNOTATION)) or None
+    jobs[job.key] = job
+
+
+def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],
+                cfg: SchedulerConfig, wait_for_owners: bool = False) -> Job:
+    """The job a pod belongs to: the PodGroup it names, else its workload's (made on its first pod)."""
+    pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+    owner: Obj | None = None
+    if pg_name:
+        key = f"{pod.namespace}/{pg_name}"
+        job = jobs.get(key)
+        if job is None:
+            job = Job(pod.namespace, pg_name)
+            job.errors.append(Reason(
+                "MissingPodGroup", f"pod {pod.key} names PodGroup {pg_name} (annotation {c.POD_GROUP_ANNOTATION}), "
+                f"which does not exist in namespace {pod.namespace}: create the PodGroup or remove the annotation",
+                {"podGroup": pg_name}))
+            jobs[key] = job
+    else:
+        info = group_for_pod(obj, owners)
+        owner = info.owner if info.owner is not obj else None
+        key = f"{pod.namespace}/{info.name}"
+        job = jobs.get(key)
+        if job is None:
+            job = Job(pod.namespace, info.name)
+            job.min_member = info.min_member
+            job.created = meta.parse_time(meta.meta(owner).get("creationTimestamp")) if owner else 0.0
+            job.raw = owner
+            jobs[key] = job
+            if wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
+                job.errors.append(Reason(
+                    "OwnerNotSeen", f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
+                    "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
+    if not job.pods:
+        _labels_from(job, obj, owner, namespaces.get(meta.namespace(obj)), cfg)
+    return job
+
+
+def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg: SchedulerConfig) -> None:
+    """Queue, priority class, preemptibility and topology from the owner, then the pod, then the namespace;
+    what an explicit PodGroup says wins."""
+    wl = workload_labels(pod, owner, ns_obj, cfg.queueLabelKeys)
+    if not job.queue:
+        job.queue = wl.queue or cfg.defaultQueue
+    if not job.priority_class:
+        job.priority_class = wl.priority_class or ""
+        if wl.priority is not None:
+            job.priority = wl.priority
+    if job.preemptibility is None:
+        job.preemptibility = wl.preemptibility
+        if wl.bad_preemptibility:
+            job.warnings.append(Reason(
+                "InvalidPreemptibility", f"label {c.PREEMPTIBILITY_LABEL}={wl.bad_preemptibility!r} is neither "
+                f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
+    if job.topology is None and wl.topology:
+        job.topology, job.required_level, job.preferred_level = wl.topology, wl.required_level, wl.preferred_level
+
+
+def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
+               topologies: Mapping[str, list[str]]) -> None:
+    """Once every pod is in: the job's order, age, priority, preemptibility, and what is wrong with its queue
+    or topology."""
+    job.pods.sort(key=lambda p: p.name)
+    if not job.created:
+        job.created = min((p.created for p in job.pods), default=0.0)
+    if job.priority_class:
+        pc = pcs.get(job.priority_class)
+        if pc is None:
+            job.warnings.append(Reason(
+                "UnknownPriorityClass", f"priority class {job.priority_class!r} does not exist; using priority 0 "
+                f"(preemptible). Create it, or use one of {', '.join(sorted(pcs))}",
+                {"priorityClass": job.priority_class}))
+            job.priority = 0
+        else:
+            job.priority = pc.value
+            job.preempt_never = pc.preempt_never
+    job.preemptible = (job.preemptibility == c.PREEMPTIBLE) if job.preemptibility else \
+        job.priority < c.PREEMPTIBLE_BELOW
+    q = queues.get(job.queue)
+    if q is None:
+        job.errors.append(Reason(
+            "UnknownQueue", f"queue {job.queue!r} does not exist: create it (kaictl queue create {job.queue} "
+            f"--gpu-quota N) or label the workload with an existing queue ({c.QUEUE_LABEL}=NAME)",
+            {"queue": job.queue}))
+    elif q.errors:
+        job.errors.append(Reason("InvalidQueue", f"its queue {q.name} is invalid: {q.errors[0].message}",
+                                 {"queue": q.name}))
+    elif q.children:
+        job.errors.append(Reason(
+            "NotLeafQueue", f"queue {q.name} has child queues ({', '.join(ch.name for ch in q.children)}); only "
+            "leaf queues hold workloads: submit to one of its children", {"queue": q.name}))
+    if job.topology is not None:
+        levels = topologies.get(job.topology)
+        if levels is None:
+            job.errors.append(Reason(
+                "UnknownTopology", f"topology {job.topology!r} does not exist: create the Topology object or fix the "
+                f"{c.TOPOLOGY_ANNOTATION} annotation (known: {', '.join(sorted(topologies)) or 'none'})",
+                {"topology": job.topology}))
+        else:
+            for lvl in (job.required_level, job.preferred_level):
+                if lvl is not None and lvl not in levels:
+                    job.errors.append(Reason(
+                        "UnknownTopologyLevel", f"{lvl!r} is not a level of topology {job.topology} (its levels: "
+                        f"{', '.join(levels)})", {"topology": job.topology, "level": lvl}))
+    elif job.required_level or job.preferred_level:
+        job.errors.append(Reason("InvalidTopology", "a topology level is set without a topology name: set "
+                                 f"spec.topologyConstraint.topology or the {c.TOPOLOGY_ANNOTATION} annotation"))
+
+
+def _owner_capacity(owner: Obj | None) -> int | None:
+    """How many pods an owner will ever run at once, when it says so."""
+    if owner is None:
+        return None
+    kind = owner.get("kind")
+    spec = owner.get("spec") or {}
+    try:
+        if kind == "Job":
+            return int(spec.get("parallelism", 1))
+        if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+            return int(spec.get("replicas", 1))
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def check_min_member(jobs: Mapping[str, Job], owners: OwnerIndex) -> None:
+    """A gang whose minMember its workload can never reach (a Job of parallelism 2 with minMember 4) says so."""
+    for job in jobs.values():
+        if not job.pods or job.min_member <= len(job.pods):
+            continue
+        for p in job.pods:
+            if p.raw is not None:
+                _, _, o = top_owner(p.raw, owners)
+                if o is not None and o is not p.raw:
+                    cap = _owner_capacity(o)
+                    if cap is not None and cap < job.min_member:
+                        job.errors.append(Reason(
+                            "MinMemberTooLarge", f"PodGroup {job.key} needs minMember={job.min_member} pods at once "
+                            f"but its {o.get('kind')} {meta.name(o)} runs at most {cap}: lower minMember to "
+                            f"{cap} or raise the workload's replicas", {"minMember": job.min_member, "max": cap}))
+                        break

@@ -1,0 +1,163 @@
+"""Reading pods: effective requests, GPU annotations (whole devices, a fraction or memory of a shared GPU),
+placement constraints. A problem with one pod becomes a Reason; the pod is still read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
+from kaid.model.objects import Pod, Reason
+
+Obj = dict[str, Any]
+PodReader = Callable[[Obj, list[Reason]], Pod]
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    res = container.get("resources") or {}
+    requests = dict(res.get("requests") or {})
+    for name, value in (res.get("limits") or {}).items():
+        requests.setdefault(name, value)  # the API server defaults requests to limits
+    return {str(k): parse_quantity(v) for k, v in requests.items()}
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Effective requests the way kube-scheduler sums them: containers plus restartable (sidecar)
+    init containers, or the largest init step if that is bigger, plus the pod overhead."""
+    containers = spec.get("containers") or []
+    if len(containers) == 1 and not spec.get("initContainers") and not spec.get("overhead"):
+        return _container_requests(containers[0])  # most pods
+    total: dict[str, Decimal] = {}
+    for ctr in containers:
+        for k, v in _container_requests(ctr).items():
+            total[k] = total.get(k, Decimal(0)) + v
+    sidecars: dict[str, Decimal] = {}
+    init_max: dict[str, Decimal] = {}
+    for ctr in spec.get("initContainers") or []:
+        req = _container_requests(ctr)
+        if ctr.get("restartPolicy") == "Always":
+            for k, v in req.items():
+                sidecars[k] = sidecars.get(k, Decimal(0)) + v
+            step = dict(sidecars)
+        else:
+            step = {k: sidecars.get(k, Decimal(0)) + req.get(k, Decimal(0)) for k in set(req) | set(sidecars)}
+        for k, v in step.items():
+            init_max[k] = max(init_max.get(k, Decimal(0)), v)
+    for k, v in sidecars.items():
+        total[k] = total.get(k, Decimal(0)) + v
+    for k, v in init_max.items():
+        total[k] = max(total.get(k, Decimal(0)), v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] = total.get(k, Decimal(0)) + parse_quantity(v)
+    return total
+
+
+def _required_terms(spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    for term in req.get("nodeSelectorTerms") or []:
+        exprs = list((term or {}).get("matchExpressions") or [])
+        exprs += [{**f, "field": True} for f in (term or {}).get("matchFields") or []]
+        terms.append(exprs)
+    return terms
+
+
+def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
+    """Parse one pod; problems with its GPU annotations or requests go into ``problems``."""
+    m = meta.meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    pod = Pod(meta.namespace(obj), meta.name(obj), str(m.get("uid") or ""))
+    pod.labels = meta.string_map(meta.labels_of(obj))
+    pod.phase = str(status.get("phase") or "Pending")
+    pod.node = spec.get("nodeName") or None
+    pod.created = meta.parse_time(m.get("creationTimestamp"))
+    pod.started = meta.parse_time(status.get("startTime")) or pod.created
+    pod.releasing = bool(m.get("deletionTimestamp"))
+    try:
+        req = pod_requests(spec)
+    except QuantityError as err:
+        problems.append(Reason("InvalidSpec", f"pod {pod.key} has an unreadable resource request: {err}"))
+        req = {}
+    pod.cpu = int(to_milli(req.get("cpu", 0)))
+    pod.mem = int(to_int(req.get("memory", 0)))
+    gpu = req.get(c.GPU_RESOURCE, Decimal(0))
+    if gpu != gpu.to_integral_value():
+        problems.append(Reason("InvalidSpec", f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
+                               f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
+    pod.gpu_whole = int(gpu)
+    ann = meta.string_map(meta.annotations_of(obj))
+    _read_sharing(pod, ann, problems)
+    pod.node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    pod.affinity = _required_terms(spec)
+    pod.tolerations = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
+    if pod.node_selector or pod.affinity or pod.tolerations:
+        pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
+    devs = ann.get(c.GPU_DEVICES_ANNOTATION)
+    if devs:
+        try:
+            pod.devices = tuple(int(x) for x in devs.split(",") if x.strip())
+        except ValueError:
+            pod.devices = ()
+    pod.gpu_group = pod.labels.get(c.GPU_GROUP_LABEL)
+    pod.raw = obj
+    return pod
+
+
+def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> None:
+    frac_s = ann.get(c.GPU_FRACTION_ANNOTATION)
+    mem_s = ann.get(c.GPU_MEMORY_ANNOTATION)
+    num_s = ann.get(c.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
+    if frac_s is None and mem_s is None:
+        if num_s is not None:
+            problems.append(Reason("InvalidSpec", f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION} needs "
+                                   f"{c.GPU_FRACTION_ANNOTATION} or {c.GPU_MEMORY_ANNOTATION} beside it"))
+        return
+    if pod.gpu_whole:
+        problems.append(Reason("InvalidSpec", f"pod {pod.key} asks for whole GPUs ({c.GPU_RESOURCE}) and a GPU share "
+                               "at once: keep one of the two"))
+        return
+    if frac_s is not None and mem_s is not None:
+        problems.append(Reason("InvalidSpec", f"pod {pod.key} sets both {c.GPU_FRACTION_ANNOTATION} and "
+                               f"{c.GPU_MEMORY_ANNOTATION}: keep one of the two"))
+        return
+    num = 1
+    if num_s is not None:
+        try:
+            num = int(num_s)
+        except ValueError:
+            num = 0
+        if num < 1:
+            problems.append(Reason("InvalidSpec", f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION}="
+                                   f"{num_s!r} must be a whole number of devices, 1 or more"))
+            return
+    if frac_s is not None:
+        try:
+            frac = Decimal(frac_s.strip())
+            ok = frac.is_finite() and 0 < frac < 1
+        except ArithmeticError:
+            ok = False
+        if not ok:
+            problems.append(Reason(
+                "InvalidSpec",
+                f"pod {pod.key}: {c.GPU_FRACTION_ANNOTATION}={frac_s!r} must be a number between 0 and 1 (for "
+                f"example \"0.5\"); for one or more whole GPUs request {c.GPU_RESOURCE} instead",
+                {"annotation": c.GPU_FRACTION_ANNOTATION, "value": frac_s}))
+            return
+        pod.gpu_frac = max(1, int(frac * 1000))
+    else:
+        try:
+            mib = int(str(mem_s).strip())
+        except ValueError:
+            mib = 0
+        if mib <= 0:
+            problems.append(Reason(
+                "InvalidSpec", f"pod {pod.key}: {c.GPU_MEMORY_ANNOTATION}={mem_s!r} must be a positive whole "
+                "number of MiB (for example \"20000\")", {"annotation": c.GPU_MEMORY_ANNOTATION, "value": mem_s}))
+            return
+        pod.gpu_mem_mib = mib
+    pod.frac_devices = num

@@ -1,0 +1,58 @@
+"""Reading the cluster's policy objects: PriorityClasses, Topologies and PodDisruptionBudgets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.crds import TopologySpec, validation_message
+from kaid.model.objects import Budget, ObjectProblem, PriorityClass, Reason
+
+Obj = dict[str, Any]
+
+
+def read_priority_classes(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, PriorityClass]:
+    """KAI's default classes, then the cluster's (which win); a class without an integer value is a problem."""
+    pcs = {name: PriorityClass(name, value) for name, value in c.DEFAULT_PRIORITY_CLASSES.items()}
+    for obj in objs:
+        name = meta.name(obj)
+        try:
+            value = int(obj.get("value", 0))
+        except (TypeError, ValueError):
+            problems.append(ObjectProblem("PriorityClass", name, None, Reason(
+                "InvalidPriorityClass", f"priority class {name} has a non-integer value {obj.get('value')!r}")))
+            continue
+        pcs[name] = PriorityClass(name, value, obj.get("preemptionPolicy") == "Never")
+    return pcs
+
+
+def read_topologies(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, list[str]]:
+    """Topology name -> the node label of each level, top level first."""
+    topologies: dict[str, list[str]] = {}
+    for obj in objs:
+        name = meta.name(obj)
+        try:
+            tspec = TopologySpec.model_validate(obj.get("spec") or {})
+        except ValidationError as err:
+            problems.append(ObjectProblem("Topology", name, None, Reason(
+                "InvalidTopology", f"topology {name} is invalid: {validation_message(err)}")))
+            continue
+        topologies[name] = [lvl.nodeLabel for lvl in tspec.levels]
+    return topologies
+
+
+def read_budgets(objs: list[Obj]) -> list[Budget]:
+    """The PodDisruptionBudgets whose allowed disruptions can be read (absent: none allowed)."""
+    budgets = []
+    for obj in objs:
+        sel = (obj.get("spec") or {}).get("selector") or {}
+        allowed = (obj.get("status") or {}).get("disruptionsAllowed")
+        try:
+            allowed_i = int(0 if allowed is None else allowed)
+        except (TypeError, ValueError):
+            continue
+        budgets.append(Budget(meta.namespace(obj), meta.name(obj), sel, allowed_i))
+    return budgets

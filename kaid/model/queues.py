@@ -1,0 +1,154 @@
+"""Reading queues (units, parents, cycles) and accounting what their jobs hold and ask for, up the tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.crds import QueueSpec, validation_message
+from kaid.api.duration import parse_duration
+from kaid.model.nodes import reference_node
+from kaid.model.objects import CPU, GPU, MEM, UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, zero
+
+Obj = dict[str, Any]
+
+
+def _queue_units(spec: QueueSpec, q: Queue) -> None:
+    res = spec.resources
+    for r, block in enumerate((res.gpu, res.cpu, res.memory) if res else (None, None, None)):
+        if block is None:
+            continue
+        scale = (1000, 1, c.MEGABYTE)[r]
+        q.quota[r] = UNLIMITED if block.quota == -1 else round(block.quota * scale)
+        q.limit[r] = UNLIMITED if block.limit == -1 else round(block.limit * scale)
+        q.weight[r] = float(block.overQuotaWeight)
+
+
+def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Queue]:
+    """Queues by name, linked into their tree. A bad queue (invalid spec, missing parent, parent cycle, under a
+    bad queue) carries its errors; a second queue of the same name is a problem and is dropped."""
+    queues: dict[str, Queue] = {}
+    for obj in objs:
+        name = meta.name(obj)
+        if name in queues:
+            problems.append(ObjectProblem("Queue", name, None, Reason(
+                "DuplicateQueue", f"queue {name} appears twice in the input; the first one is used")))
+            continue
+        queues[name] = _read_queue(obj, name)
+    _link_parents(queues)
+    _cut_cycles(queues)
+    for q in queues.values():
+        if q.parent is not None:
+            q.parent.children.append(q)
+    for q in queues.values():
+        q.depth = len(q.path()) - 1
+        if not q.errors:
+            bad = next((a for a in q.path()[1:] if a.errors), None)
+            if bad is not None:
+                q.errors.append(Reason("InvalidParentQueue", f"queue {q.name} sits under queue {bad.name}, "
+                                       f"which is invalid: {bad.errors[0].message}"))
+    for q in queues.values():
+        q.children.sort(key=lambda x: x.name)
+    return queues
+
+
+def _read_queue(obj: Obj, name: str) -> Queue:
+    q = Queue(name)
+    try:
+        spec = QueueSpec.model_validate(obj.get("spec") or {})
+    except ValidationError as err:
+        q.errors.append(Reason("InvalidQueue", f"queue {name} is invalid: {validation_message(err)}. Fix the "
+                               f"Queue (kubectl edit queue {name}); its jobs wait until then"))
+        return q
+    q.display = spec.displayName or name
+    q.parent_name = spec.parentQueue or None
+    q.priority = spec.priority
+    q.preempt_min_runtime = parse_duration(spec.preemptMinRuntime) if spec.preemptMinRuntime else 0.0
+    q.reclaim_min_runtime = parse_duration(spec.reclaimMinRuntime) if spec.reclaimMinRuntime else 0.0
+    _queue_units(spec, q)
+    return q
+
+
+def _link_parents(queues: dict[str, Queue]) -> None:
+    for q in queues.values():
+        if q.parent_name is None:
+            continue
+        parent = queues.get(q.parent_name)
+        if parent is None:
+            q.errors.append(Reason(
+                "MissingParentQueue", f"queue {q.name} names parent queue {q.parent_name}, which does not exist: "
+                f"create it (kaictl queue create {q.parent_name}) or fix spec.parentQueue",
+                {"parent": q.parent_name}))
+            continue
+        q.parent = parent
+
+
+def _cut_cycles(queues: dict[str, Queue]) -> None:
+    """Walk up from each queue; a queue that reaches itself is in a cycle: it says so, and its parent link is cut
+    so that tree walks end."""
+    for q in queues.values():
+        seen: set[str] = set()
+        cur: Queue | None = q
+        while cur is not None and cur.name not in seen:
+            seen.add(cur.name)
+            cur = cur.parent
+        if cur is not None:
+            cycle = _cycle_names(cur)
+            if q.name in cycle:
+                q.errors.append(Reason(
+                    "QueueCycle", f"queue {q.name} is in a parent cycle ({' -> '.join([*cycle, cycle[0]])}): "
+                    "point one of them at a parent outside the cycle", {"cycle": cycle}))
+    for q in queues.values():
+        if any(e.code == "QueueCycle" for e in q.errors):
+            q.parent = None
+
+
+def _cycle_names(start: Queue) -> list[str]:
+    names = [start.name]
+    cur = start.parent
+    while cur is not None and cur.name != start.name:
+        names.append(cur.name)
+        cur = cur.parent
+    return names
+
+
+def pod_vector(pod: Pod, node: Node | None) -> tuple[int, int, int]:
+    """(milli-GPU, millicores, bytes) of a pod on ``node``; a pending gpu-memory pod converts with the reference
+    node (``reference_node``)."""
+    return pod.gpu_milli_on(node), pod.cpu, pod.mem
+
+
+def charge(queue: Queue, vec: tuple[int, int, int], non_preemptible: bool, sign: int = 1) -> None:
+    """Add (``sign`` -1: take back) what a pod holds to its queue and every ancestor."""
+    for anc in queue.path():
+        for r in (GPU, CPU, MEM):
+            anc.allocated[r] += sign * vec[r]
+            if non_preemptible:
+                anc.alloc_np[r] += sign * vec[r]
+
+
+def account(snap: Snapshot) -> None:
+    """Fill each queue's jobs, allocated, non-preemptible allocated and requested, up the tree."""
+    ref = reference_node(snap.nodes)
+    for q in snap.queues.values():
+        q.jobs = []
+        q.allocated, q.alloc_np, q.requested = zero(), zero(), zero()
+    for job in snap.jobs.values():
+        queue = snap.queues.get(job.queue)
+        if queue is None:
+            continue
+        queue.jobs.append(job)
+        job.request_milli = 0
+        for pod in job.pods:
+            vec = pod_vector(pod, snap.node_by_name.get(pod.node) if pod.node else ref)
+            job.request_milli += vec[GPU]
+            for anc in queue.path():
+                for r in (GPU, CPU, MEM):
+                    anc.requested[r] += vec[r]
+            if pod.active:
+                charge(queue, vec, not job.preemptible)
+    for q in snap.queues.values():
+        q.jobs.sort(key=lambda j: (-j.priority, j.created, j.key))
