@@ -7,8 +7,9 @@ import sys
 from typing import Any, NoReturn
 
 import typer
-import yaml
 from rich.console import Console
+
+from kaid.api.serialize import to_yaml
 
 FORMATS = ("table", "wide", "json", "yaml")
 
@@ -41,7 +42,7 @@ def emit_data(data: Any, output: str) -> None:
     if output == "json":
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+        sys.stdout.write(to_yaml(data))
 
 
 def fmt_resource(value: float | int, resource: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaid.kube.cache import RESOURCES, Resource
+from kaid.kube.cache import API_RESOURCES, ApiResource
 from kaid.kube.client import ListDecoder, loads, without_managed_fields
 
 INT64 = st.integers(-(2**63), 2**63 - 1)  # what the API server writes (Go decodes JSON integers into int64)
@@ -164,11 +164,11 @@ def test_managed_fields_of_a_pod_are_cut_before_decoding() -> None:
 
 
 def test_group_versions_of_the_watched_resources() -> None:
-    versions = {r.kind: r.group_version for r in RESOURCES}
+    versions = {r.kind: r.group_version for r in API_RESOURCES}
     assert versions["Pod"] == "v1"
     assert versions["PodGroup"] == "scheduling.run.ai/v2alpha2"
     assert versions["PyTorchJob"] == "kubeflow.org/v1"
-    assert Resource("X", "/apis/example.com/v1beta1/xs").group_version == "example.com/v1beta1"
+    assert ApiResource("X", "/apis/example.com/v1beta1/xs").group_version == "example.com/v1beta1"
 
 
 @pytest.mark.parametrize("text", ['{"n": 9223372036854775807, "m": -9223372036854775808, "u": 18446744073709551615}',

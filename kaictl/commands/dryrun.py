@@ -22,11 +22,12 @@ from kaictl.commands.engine_input import (
 )
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.model.expand import expand
+from kaid.model.vocabulary import PodStatus
 from kaid.sim.dryrun import dry_run
 from kaid.sim.files import SnapshotFileError, load_objects
 
-STATUS_STYLE = {"Running": "green", "Pending": "yellow", "Evicted": "red", "Pipelined": "cyan",
-                "Releasing": "magenta"}
+STATUS_STYLE = {PodStatus.RUNNING: "green", PodStatus.PENDING: "yellow", PodStatus.EVICTED: "red",
+                PodStatus.PIPELINED: "cyan", PodStatus.RELEASING: "magenta"}
 
 
 def dry_run_command(

@@ -27,12 +27,13 @@ from kaictl.commands.engine_input import (
 from kaictl.completion import complete_pod
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.actions.allocate import queue_key
-from kaid.api.config import SchedulerConfig
+from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.grouping import top_owner
-from kaid.model.objects import GPU, Job
+from kaid.model.objects import Job
 from kaid.model.objects import Snapshot as Snap
+from kaid.model.vocabulary import GPU, EventReason, PodStatus, ReasonCode
 
 app = typer.Typer(help="Why is it pending, or why was it evicted? One screen, with what would change it.",
                   no_args_is_help=True)
@@ -74,7 +75,7 @@ def what_if(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: 
                    f"{snap.capacity()[GPU] / 1000:g}")
         return out
     for r in reasons:
-        if r.code == "QueueLimit":
+        if r.code == ReasonCode.QUEUE_LIMIT:
             qname, res = r.details["queue"], r.details["resource"]
             new = float(r.details["allocated"]) + float(r.details["requested"])
             changed = copy.deepcopy(objs)
@@ -88,16 +89,16 @@ def what_if(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: 
                        f"--{res}-limit {new:g})" if ok else
                        f"raising queue {qname}'s {res} limit to {new:g} would lift the limit, but the job would "
                        "still wait for resources")
-        if r.code == "NonPreemptibleOverQuota":
+        if r.code == ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA:
             qname, res = r.details["queue"], r.details["resource"]
             new = float(r.details["allocatedNonPreemptible"]) + float(r.details["requested"])
             out.append(f"fits the non-preemptible rule if queue {qname}'s {res} quota were {new:g}, or if the job "
                        "were preemptible")
-    if "Fragmentation" in codes and ("consolidate" not in cfg.actions or cfg.maxConsolidationMoves == 0):
-        on = SchedulerConfig.model_validate({**cfg.model_dump(), "actions": (*cfg.actions, "consolidate"),
+    if ReasonCode.FRAGMENTATION in codes and (Action.CONSOLIDATE not in cfg.actions or cfg.maxConsolidationMoves == 0):
+        on = SchedulerConfig.model_validate({**cfg.model_dump(), "actions": (*cfg.actions, Action.CONSOLIDATE),
                                              "maxConsolidationMoves": max(8, cfg.maxConsolidationMoves)})
         ok, d2 = _rerun(objs, on, now, job.key)
-        moved = sum(1 for e in d2.evictions if e.action == "consolidate" and e.by == job.key)
+        moved = sum(1 for e in d2.evictions if e.action == Action.CONSOLIDATE and e.by == job.key)
         if ok:
             out.append(f"fits after moving {moved} preemptible pods (consolidation is off)")
     protected = next((r for r in reasons if r.details.get("protectedPods")), None)
@@ -143,7 +144,7 @@ def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str,
     d = run_cycle(snap, cfg, focus=job.key)
     binds, pipes = _placed(d, job.key)
     kaid_status = ((job.raw or {}).get("status") or {}).get("schedulingConditions") if job.explicit else None
-    waiting = any(p.status in ("Pending", "Pipelined") for p in job.pods) or bool(pipes)
+    waiting = any(p.status in (PodStatus.PENDING, PodStatus.PIPELINED) for p in job.pods) or bool(pipes)
     # why allocate cannot place it now, then what reclaim, preempt or consolidation would do about it
     reasons = list(job.errors) + d.allocate_reasons.get(job.key, []) if waiting and not binds else []
     for r in d.pending.get(job.key, []):
@@ -216,13 +217,13 @@ def _evicted_pod(kubeconfig: Path | None, context: str | None, ns: str, name: st
                                                  fieldSelector=f"involvedObject.name={name}").get("items") or []
     except ApiError:
         return None
-    ev = [e for e in events if e.get("reason") == "Evicted"]
+    ev = [e for e in events if e.get("reason") == EventReason.EVICTED]
     if not ev:
         return None
     last = max(ev, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
     msg = str(last.get("message", ""))
     action, _, rest = msg.partition(" for ")
-    return {"pod": f"{ns}/{name}", "state": "Evicted", "action": action, "by": rest.split(":", 1)[0],
+    return {"pod": f"{ns}/{name}", "state": PodStatus.EVICTED, "action": action, "by": rest.split(":", 1)[0],
             "when": last.get("lastTimestamp") or last.get("eventTime"), "message": msg}
 
 

@@ -13,8 +13,7 @@ from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Snapsh
 from kaictl.output import check_format, console, emit_data, fmt_resource
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.build import build_snapshot
-
-RES = ("gpu", "cpu", "memory")
+from kaid.model.vocabulary import RESOURCES
 
 
 def _state(row: dict[str, Any]) -> tuple[str, str]:
@@ -45,7 +44,7 @@ def fairshare_command(
         emit_data({"queues": rows}, output)
         return
     out = console()
-    resources = RES if output == "wide" else ("gpu",)
+    resources = RESOURCES if output == "wide" else ("gpu",)
     if output == "tree":
         by_parent: dict[str | None, list[dict[str, Any]]] = {}
         for r in rows:

@@ -31,15 +31,16 @@ from kaid.api.crds import QueueSpec, validation_message
 from kaid.cycle import run_cycle
 from kaid.fairshare import queue_rows
 from kaid.model.build import build_snapshot
+from kaid.model.queues import SPEC_SCALE
+from kaid.model.vocabulary import RESOURCES, Resource
 
 app = typer.Typer(help="Create, list, describe, change and delete queues.", no_args_is_help=True)
 QUEUES = f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues"
-RES = ("gpu", "cpu", "memory")
 Obj = dict[str, Any]
 
 def _resources(values: dict[str, float | None], defaults: bool) -> Obj:
     out: Obj = {}
-    for r in RES:
+    for r in RESOURCES:
         block: Obj = {}
         for field, default in (("quota", 0.0), ("limit", -1.0), ("overQuotaWeight", 1.0)):
             v = values.get(f"{r}_{field}")
@@ -54,7 +55,7 @@ def _resources(values: dict[str, float | None], defaults: bool) -> Obj:
 
 def _flags(*values: float | None) -> dict[str, float | None]:
     """The nine --RESOURCE-quota/limit/weight options, in gpu, cpu, memory order, keyed for _resources."""
-    keys = [f"{r}_{f}" for r in RES for f in ("quota", "limit", "overQuotaWeight")]
+    keys = [f"{r}_{f}" for r in RESOURCES for f in ("quota", "limit", "overQuotaWeight")]
     return dict(zip(keys, values, strict=True))
 
 
@@ -84,7 +85,7 @@ def validate(name: str, spec: Obj, existing: dict[str, Obj]) -> list[str]:
                                                            and n != name)}
         siblings[name] = {"spec": spec}
         pspec = (existing[parent].get("spec") or {}).get("resources") or {}
-        for r in RES:
+        for r in RESOURCES:
             pquota = (pspec.get(r) or {}).get("quota", 0)
             total = sum(((q.get("spec") or {}).get("resources") or {}).get(r, {}).get("quota", 0) or 0
                         for q in siblings.values())
@@ -162,7 +163,8 @@ def create(
             given = spec.get("resources") or {}
             spec["resources"] = {r: {"quota": (given.get(r) or {}).get("quota", 0),
                                      "limit": (given.get(r) or {}).get("limit", -1),
-                                     "overQuotaWeight": (given.get(r) or {}).get("overQuotaWeight", 1)} for r in RES}
+                                     "overQuotaWeight": (given.get(r) or {}).get("overQuotaWeight", 1)}
+                                 for r in RESOURCES}
     elif name:
         values = _flags(gpu_quota, gpu_limit, gpu_weight, cpu_quota, cpu_limit, cpu_weight, memory_quota,
                         memory_limit, memory_weight)
@@ -301,10 +303,10 @@ def list_(
     rows, snap, _ = _rows(snapshot, kubeconfig, context, config)
     weights = {q.name: q.weight for q in snap.queues.values()}
     if output in ("json", "yaml"):
-        emit_data({"queues": [{**r, "overQuotaWeight": dict(zip(RES, weights[r["name"]], strict=True))}
+        emit_data({"queues": [{**r, "overQuotaWeight": dict(zip(RESOURCES, weights[r["name"]], strict=True))}
                               for r in rows]}, output)
         return
-    resources = RES if output == "wide" else ("gpu",)
+    resources = RESOURCES if output == "wide" else ("gpu",)
     table = Table(header_style="bold")
     table.add_column("QUEUE")
     table.add_column("PRIO", justify="right")
@@ -318,7 +320,7 @@ def list_(
         cells = ["  " * depth[row["name"]] + row["name"] + (" [red](invalid)[/red]" if q.errors else ""),
                  str(q.priority)]
         for r in resources:
-            ri = RES.index(r)
+            ri = RESOURCES.index(r)
             cells += [fmt_resource(_spec_quota(q, r), r), fmt_resource(row["limit"][r], r),
                       f"{weights[row['name']][ri]:g}"]
             cells += [fmt_resource(row[k][r], r) for k in ("fairShare", "allocated", "requested")]
@@ -328,11 +330,9 @@ def list_(
 
 def _spec_quota(q: Any, r: str) -> float:
     """The quota in user units (gpu devices, cpu millicores, memory megabytes; -1 unlimited)."""
-    i = RES.index(r)
-    v = int(q.quota[i])
-    if v == -1:
-        return -1.0
-    return v / 1000 if i == 0 else (float(v) if i == 1 else v / 1_000_000)
+    res = Resource(RESOURCES.index(r))
+    v = int(q.quota[res])
+    return -1.0 if v == -1 else v / SPEC_SCALE[res]
 
 
 def _tree_order(rows: list[Obj]) -> list[Obj]:
@@ -374,7 +374,7 @@ def describe(
         pending = decisions.pending.get(job.key, [])
         jobs.append({"podGroup": job.key, "priority": job.priority, "pods": len(job.pods), "running": running,
                      "state": "Pending" if pending else "Running",
-                     "reasons": [{"reason": r.code, "message": r.message} for r in pending]})
+                     "reasons": [{"reason": str(r.code), "message": r.message} for r in pending]})
     data = {**row, "children": [ch.name for ch in q.children], "errors": [e.message for e in q.errors],
             "jobs": jobs}
     if output in ("json", "yaml"):
@@ -387,11 +387,11 @@ def describe(
         out.print(f"[red]invalid:[/red] {e.message}")
     t = Table(header_style="bold")
     t.add_column("")
-    for r in RES:
+    for r in RESOURCES:
         t.add_column(r.upper(), justify="right")
     for label, key in (("deserved", "deserved"), ("fair share", "fairShare"), ("allocated", "allocated"),
                        ("requested", "requested"), ("limit", "limit")):
-        t.add_row(label, *[fmt_resource(row[key][r], r) for r in RES])
+        t.add_row(label, *[fmt_resource(row[key][r], r) for r in RESOURCES])
     out.print(t)
     if q.children:
         tree = Tree("child queues")

@@ -17,6 +17,7 @@ from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Output
 from kaictl.output import check_format, console, emit_data
 from kaid.cycle import run_cycle
 from kaid.model.build import build_snapshot
+from kaid.model.vocabulary import EventReason
 
 Obj = dict[str, Any]
 
@@ -36,12 +37,12 @@ def gather(objs: list[Obj], config: Path | None, now: float) -> Obj:
     for key in sorted(d.pending):
         job = snap.jobs[key]
         pending.append({"podGroup": key, "queue": job.queue, "waitSeconds": round(max(0.0, now - job.created), 1)
-                        if job.created else None, "reason": d.pending[key][0].code,
+                        if job.created else None, "reason": str(d.pending[key][0].code),
                         "message": d.pending[key][0].message})
     pending.sort(key=lambda j: -(j["waitSeconds"] or 0))
     evictions = []
     for o in objs:
-        if o.get("kind") == "Event" and o.get("reason") == "Evicted":
+        if o.get("kind") == "Event" and o.get("reason") == EventReason.EVICTED:
             evictions.append({"pod": f"{(o.get('involvedObject') or {}).get('namespace')}/"
                                      f"{(o.get('involvedObject') or {}).get('name')}",
                               "when": o.get("lastTimestamp"), "message": o.get("message")})

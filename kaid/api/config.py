@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,7 +14,17 @@ from kaid.api import constants as c
 from kaid.api.crds import validation_message
 
 Strategy = Literal["binpack", "spread"]
-ActionName = Literal["allocate", "consolidate", "reclaim", "preempt", "stale-gang"]
+
+
+class Action(StrEnum):
+    """The scheduling actions, in the order a cycle runs them (the config's ``actions`` turns each on or off); a
+    Bind or an Eviction names the one that caused it."""
+
+    ALLOCATE = "allocate"
+    CONSOLIDATE = "consolidate"
+    RECLAIM = "reclaim"
+    PREEMPT = "preempt"
+    STALE_GANG = "stale-gang"
 
 
 class PlacementConfig(BaseModel):
@@ -44,7 +55,7 @@ class SchedulerConfig(BaseModel):
     queueLabelKeys: tuple[str, ...] = (c.QUEUE_LABEL, c.LEGACY_QUEUE_LABEL)
     defaultQueue: str = c.DEFAULT_QUEUE
     placement: PlacementConfig = PlacementConfig()
-    actions: tuple[ActionName, ...] = ("allocate", "consolidate", "reclaim", "preempt", "stale-gang")
+    actions: tuple[Action, ...] = tuple(Action)
     cyclePeriodSeconds: float = Field(1.0, gt=0, le=600)
     clientQPS: float = Field(50.0, gt=0)
     clientBurst: int = Field(100, ge=1)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaid.kube.client import ApiError, KubeClient
+from kaid.model.vocabulary import FINISHED_PHASES
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.cache")
@@ -24,7 +25,7 @@ DISCOVERY_PERIOD = 30.0
 
 
 @dataclass(frozen=True)
-class Resource:
+class ApiResource:
     kind: str
     path: str  # collection path, cluster-wide
     optional: bool = False  # a CRD that may not be installed (found through discovery)
@@ -36,25 +37,25 @@ class Resource:
         return "/".join(parts[1:3]) if parts[0] == "apis" else parts[1]
 
 
-RESOURCES: tuple[Resource, ...] = (
-    Resource("Pod", "/api/v1/pods"),  # first: the longest list (the server encodes it while the rest go out)
-    Resource("Node", "/api/v1/nodes"),
-    Resource("Namespace", "/api/v1/namespaces"),
-    Resource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
-    Resource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
-    Resource("Queue", "/apis/scheduling.run.ai/v2/queues"),
-    Resource("PodGroup", "/apis/scheduling.run.ai/v2alpha2/podgroups"),
-    Resource("Topology", "/apis/kai.scheduler/v1alpha1/topologies", optional=True),
-    Resource("Job", "/apis/batch/v1/jobs"),
-    Resource("ReplicaSet", "/apis/apps/v1/replicasets"),
-    Resource("Deployment", "/apis/apps/v1/deployments"),
-    Resource("StatefulSet", "/apis/apps/v1/statefulsets"),
-    Resource("PyTorchJob", "/apis/kubeflow.org/v1/pytorchjobs", optional=True),
-    Resource("MPIJob", "/apis/kubeflow.org/v2beta1/mpijobs", optional=True),
-    Resource("RayJob", "/apis/ray.io/v1/rayjobs", optional=True),
-    Resource("RayCluster", "/apis/ray.io/v1/rayclusters", optional=True),
-    Resource("JobSet", "/apis/jobset.x-k8s.io/v1alpha2/jobsets", optional=True),
-    Resource("LeaderWorkerSet", "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets", optional=True),
+API_RESOURCES: tuple[ApiResource, ...] = (
+    ApiResource("Pod", "/api/v1/pods"),  # first: the longest list (the server encodes it while the rest go out)
+    ApiResource("Node", "/api/v1/nodes"),
+    ApiResource("Namespace", "/api/v1/namespaces"),
+    ApiResource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
+    ApiResource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
+    ApiResource("Queue", "/apis/scheduling.run.ai/v2/queues"),
+    ApiResource("PodGroup", "/apis/scheduling.run.ai/v2alpha2/podgroups"),
+    ApiResource("Topology", "/apis/kai.scheduler/v1alpha1/topologies", optional=True),
+    ApiResource("Job", "/apis/batch/v1/jobs"),
+    ApiResource("ReplicaSet", "/apis/apps/v1/replicasets"),
+    ApiResource("Deployment", "/apis/apps/v1/deployments"),
+    ApiResource("StatefulSet", "/apis/apps/v1/statefulsets"),
+    ApiResource("PyTorchJob", "/apis/kubeflow.org/v1/pytorchjobs", optional=True),
+    ApiResource("MPIJob", "/apis/kubeflow.org/v2beta1/mpijobs", optional=True),
+    ApiResource("RayJob", "/apis/ray.io/v1/rayjobs", optional=True),
+    ApiResource("RayCluster", "/apis/ray.io/v1/rayclusters", optional=True),
+    ApiResource("JobSet", "/apis/jobset.x-k8s.io/v1alpha2/jobsets", optional=True),
+    ApiResource("LeaderWorkerSet", "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets", optional=True),
 )
 
 
@@ -66,7 +67,7 @@ def _key(obj: Obj) -> str:
 class Informer:
     """One resource: a thread that keeps ``items`` equal to the server's state."""
 
-    def __init__(self, client: KubeClient, res: Resource, stop: threading.Event, changed: threading.Event,
+    def __init__(self, client: KubeClient, res: ApiResource, stop: threading.Event, changed: threading.Event,
                  discovered: threading.Event | None = None) -> None:
         self.client = client
         self.res = res
@@ -208,7 +209,7 @@ def _pending_for(pod: Obj, scheduler: str) -> bool:
     spec = pod.get("spec") or {}
     return not spec.get("nodeName") and spec.get("schedulerName") == scheduler and \
         not (pod.get("metadata") or {}).get("deletionTimestamp") and \
-        (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
 
 
 def served_group_versions(client: KubeClient) -> set[str]:
@@ -231,7 +232,8 @@ class WatchCache:
     lists end, as ever: their requests take tokens of the client's rate limit, free only before the first
     binds, while the bucket is full anyway; started after the early cycle, they cost binds 0.2 s.)"""
 
-    def __init__(self, client: KubeClient, resources: tuple[Resource, ...] = RESOURCES, early: bool = False) -> None:
+    def __init__(self, client: KubeClient, resources: tuple[ApiResource, ...] = API_RESOURCES,
+                 early: bool = False) -> None:
         self.client = client
         self.stop = threading.Event()
         self.changed = threading.Event()

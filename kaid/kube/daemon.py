@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kaid.api import constants as c
-from kaid.api.config import SchedulerConfig
+from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import decay_usage
 from kaid.kube.actuator import Actuator, ApplyResult
@@ -278,7 +278,7 @@ class Daemon:
                               (time.monotonic() - started) * 1000, process_age())
                 streamed.extend(self.actuator.start_binds(binds))
 
-        decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": ("allocate",)}), on_bind=stream)
+        decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": (Action.ALLOCATE,)}), on_bind=stream)
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
         binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in streamed])

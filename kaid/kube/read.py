@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kaid.kube.cache import RESOURCES, Resource, served_group_versions
+from kaid.kube.cache import API_RESOURCES, ApiResource, served_group_versions
 from kaid.kube.client import ApiError, KubeClient
 
 Obj = dict[str, Any]
@@ -16,7 +16,7 @@ class ReadError(RuntimeError):
     """The cluster could not be read; the message says what to check."""
 
 
-def read_cluster(client: KubeClient, resources: tuple[Resource, ...] = RESOURCES,
+def read_cluster(client: KubeClient, resources: tuple[ApiResource, ...] = API_RESOURCES,
                  progress: Callable[[str], None] | None = None) -> list[Obj]:
     out: list[Obj] = []
     served: set[str] | None = None

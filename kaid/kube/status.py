@@ -16,10 +16,12 @@ from typing import Any
 from urllib.parse import quote
 
 from kaid.api import constants as c
+from kaid.api import meta
 from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
 from kaid.model.objects import Reason, Snapshot
+from kaid.model.vocabulary import EventReason, PodStatus
 
 log = logging.getLogger("kaid.status")
 Obj = dict[str, Any]
@@ -35,7 +37,7 @@ def _digest(value: Any) -> str:
 
 
 def _reasons(rs: list[Reason]) -> list[Obj]:
-    return [{"reason": r.code, "message": r.message, **({"details": r.details} if r.details else {})} for r in rs]
+    return [r.to_dict() for r in rs]
 
 
 class StatusWriter:
@@ -67,10 +69,8 @@ class StatusWriter:
             if err.status != 404:
                 log.warning("status of %s not written: %s", key, err.message)
 
-    def event(self, involved: Obj, reason: str, message: str, kind: str = "Normal", every: float = 0.0) -> None:
-        meta = involved.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        key = (f"{involved.get('kind')}/{ns}/{meta.get('name')}", reason)
+    def event(self, involved: Obj, reason: EventReason, message: str, kind: str = "Normal", every: float = 0.0) -> None:
+        key = (f"{involved.get('kind')}/{meta.namespace(involved)}/{meta.meta(involved).get('name')}", str(reason))
         last = self.last_event.get(key)
         now = time.monotonic()
         if last is not None and last[1] == message and now - last[0] < every:
@@ -78,14 +78,14 @@ class StatusWriter:
         self.last_event[key] = (now, message)
         self.tasks.append(lambda: self._send_event(involved, reason, message, kind))
 
-    def _send_event(self, involved: Obj, reason: str, message: str, kind: str) -> None:
-        meta = involved.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
+    def _send_event(self, involved: Obj, reason: EventReason, message: str, kind: str) -> None:
+        m = meta.meta(involved)
+        ns = meta.namespace(involved)
         body = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name', 'kai')}.", "namespace": ns},
+            "metadata": {"generateName": f"{m.get('name', 'kai')}.", "namespace": ns},
             "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
-                               "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+                               "name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid")},
             "reason": reason, "message": message[:1000], "type": kind,
             "source": {"component": self.component}, "reportingComponent": self.component,
             "firstTimestamp": _now(), "lastTimestamp": _now(), "count": 1,
@@ -140,9 +140,10 @@ class StatusWriter:
                 self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
                                    f"{quote(job.namespace)}/podgroups/{quote(job.name)}/status", key, status)
                 if reasons:
-                    self.event(raw, "Unschedulable", str(cond["message"]), "Warning", UNSCHEDULABLE_EVENT_EVERY)
+                    self.event(raw, EventReason.UNSCHEDULABLE, str(cond["message"]), "Warning",
+                               UNSCHEDULABLE_EVENT_EVERY)
             for p in job.pods:
-                if p.status != "Pending" or job.key not in pending or p.raw is None:
+                if p.status != PodStatus.PENDING or job.key not in pending or p.raw is None:
                     continue
                 reasons = pending[job.key]
                 message = "; ".join(r.message for r in reasons)[:2000]
@@ -161,12 +162,12 @@ class StatusWriter:
             group = snap.jobs.get(job_key)
             if group is not None and group.raw is not None and group.explicit:
                 nodes = sorted(bound_nodes[job_key])
-                self.event(group.raw, "Scheduled", f"bound {count} pods to {len(nodes)} nodes: "
+                self.event(group.raw, EventReason.SCHEDULED, f"bound {count} pods to {len(nodes)} nodes: "
                            f"{', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
         for e in applied.evicted:
             pod = pods.get(e.pod)
             if pod is not None and pod.raw is not None:
-                self.event(pod.raw, "Evicted", f"{e.action} for {e.by}: {e.message}", "Warning")
+                self.event(pod.raw, EventReason.EVICTED, f"{e.action} for {e.by}: {e.message}", "Warning")
         self.write_queues(d, snap)
 
     def _pod_condition(self, namespace: str, name: str, cond: Obj) -> None:

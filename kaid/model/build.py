@@ -22,6 +22,7 @@ from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Que
 from kaid.model.pods import PodReader, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
+from kaid.model.vocabulary import FINISHED_PHASES, PodPhase, PodStatus
 
 Obj = dict[str, Any]
 # a pod that holds resources on a node, with the order it is accounted in: those that recorded their GPUs
@@ -110,7 +111,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     holders: list[Holder] = []
     for obj in inp.pods:
         spec = obj.get("spec") or {}
-        if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
             continue
         ours = (spec.get("schedulerName") or "default-scheduler") == cfg.schedulerName
         if not ours and not spec.get("nodeName"):
@@ -137,11 +138,12 @@ def _place_read_pod(obj: Obj, pod: Pod, ours: bool, node_by_name: Mapping[str, N
         pod.node = pipelined
     node = node_by_name.get(pod.node) if pod.node else None
     if pipelined and pod.node:
-        pod.status = "Pipelined"
+        pod.status = PodStatus.PIPELINED
         pod.pipeline_action = meta.annotation(obj, c.PIPELINED_ACTION_ANNOTATION)
         return (2, node, pod) if node is not None else None
     if pod.node:
-        pod.status = "Releasing" if pod.releasing else ("Running" if pod.phase == "Running" else "Bound")
+        pod.status = PodStatus.RELEASING if pod.releasing else \
+            PodStatus.RUNNING if pod.phase == PodPhase.RUNNING else PodStatus.BOUND
         return (0 if pod.devices else 1, node, pod) if node is not None else None
     return None
 

@@ -15,6 +15,7 @@ from kaid.api.crds import PodGroupSpec, validation_message
 from kaid.api.duration import parse_duration
 from kaid.model.grouping import WATCHED_OWNER_KINDS, OwnerIndex, group_for_pod, top_owner, workload_labels
 from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason
+from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
 
@@ -28,7 +29,8 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     try:
         spec = PodGroupSpec.model_validate(obj.get("spec") or {})
     except ValidationError as err:
-        job.errors.append(Reason("InvalidPodGroup", f"PodGroup {job.key} is invalid: {validation_message(err)}"))
+        job.errors.append(Reason(
+            ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {validation_message(err)}"))
         jobs[job.key] = job
         return
     job.min_member = spec.minMember
@@ -58,7 +60,8 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
         if job is None:
             job = Job(pod.namespace, pg_name)
             job.errors.append(Reason(
-                "MissingPodGroup", f"pod {pod.key} names PodGroup {pg_name} (annotation {c.POD_GROUP_ANNOTATION}), "
+                ReasonCode.MISSING_POD_GROUP,
+                f"pod {pod.key} names PodGroup {pg_name} (annotation {c.POD_GROUP_ANNOTATION}), "
                 f"which does not exist in namespace {pod.namespace}: create the PodGroup or remove the annotation",
                 {"podGroup": pg_name}))
             jobs[key] = job
@@ -75,7 +78,8 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
             jobs[key] = job
             if wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
                 job.errors.append(Reason(
-                    "OwnerNotSeen", f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
+                    ReasonCode.OWNER_NOT_SEEN,
+                    f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
                     "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
     if not job.pods:
         _labels_from(job, obj, owner, namespaces.get(meta.namespace(obj)), cfg)
@@ -96,7 +100,8 @@ def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg:
         job.preemptibility = wl.preemptibility
         if wl.bad_preemptibility:
             job.warnings.append(Reason(
-                "InvalidPreemptibility", f"label {c.PREEMPTIBILITY_LABEL}={wl.bad_preemptibility!r} is neither "
+                ReasonCode.INVALID_PREEMPTIBILITY,
+                f"label {c.PREEMPTIBILITY_LABEL}={wl.bad_preemptibility!r} is neither "
                 f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
     if job.topology is None and wl.topology:
         job.topology, job.required_level, job.preferred_level = wl.topology, wl.required_level, wl.preferred_level
@@ -113,7 +118,8 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
         pc = pcs.get(job.priority_class)
         if pc is None:
             job.warnings.append(Reason(
-                "UnknownPriorityClass", f"priority class {job.priority_class!r} does not exist; using priority 0 "
+                ReasonCode.UNKNOWN_PRIORITY_CLASS,
+                f"priority class {job.priority_class!r} does not exist; using priority 0 "
                 f"(preemptible). Create it, or use one of {', '.join(sorted(pcs))}",
                 {"priorityClass": job.priority_class}))
             job.priority = 0
@@ -125,31 +131,34 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
     q = queues.get(job.queue)
     if q is None:
         job.errors.append(Reason(
-            "UnknownQueue", f"queue {job.queue!r} does not exist: create it (kaictl queue create {job.queue} "
+            ReasonCode.UNKNOWN_QUEUE, f"queue {job.queue!r} does not exist: create it (kaictl queue create {job.queue} "
             f"--gpu-quota N) or label the workload with an existing queue ({c.QUEUE_LABEL}=NAME)",
             {"queue": job.queue}))
     elif q.errors:
-        job.errors.append(Reason("InvalidQueue", f"its queue {q.name} is invalid: {q.errors[0].message}",
+        job.errors.append(Reason(ReasonCode.INVALID_QUEUE, f"its queue {q.name} is invalid: {q.errors[0].message}",
                                  {"queue": q.name}))
     elif q.children:
         job.errors.append(Reason(
-            "NotLeafQueue", f"queue {q.name} has child queues ({', '.join(ch.name for ch in q.children)}); only "
+            ReasonCode.NOT_LEAF_QUEUE,
+            f"queue {q.name} has child queues ({', '.join(ch.name for ch in q.children)}); only "
             "leaf queues hold workloads: submit to one of its children", {"queue": q.name}))
     if job.topology is not None:
         levels = topologies.get(job.topology)
         if levels is None:
             job.errors.append(Reason(
-                "UnknownTopology", f"topology {job.topology!r} does not exist: create the Topology object or fix the "
+                ReasonCode.UNKNOWN_TOPOLOGY,
+                f"topology {job.topology!r} does not exist: create the Topology object or fix the "
                 f"{c.TOPOLOGY_ANNOTATION} annotation (known: {', '.join(sorted(topologies)) or 'none'})",
                 {"topology": job.topology}))
         else:
             for lvl in (job.required_level, job.preferred_level):
                 if lvl is not None and lvl not in levels:
                     job.errors.append(Reason(
-                        "UnknownTopologyLevel", f"{lvl!r} is not a level of topology {job.topology} (its levels: "
+                        ReasonCode.UNKNOWN_TOPOLOGY_LEVEL,
+                        f"{lvl!r} is not a level of topology {job.topology} (its levels: "
                         f"{', '.join(levels)})", {"topology": job.topology, "level": lvl}))
     elif job.required_level or job.preferred_level:
-        job.errors.append(Reason("InvalidTopology", "a topology level is set without a topology name: set "
+        job.errors.append(Reason(ReasonCode.INVALID_TOPOLOGY, "a topology level is set without a topology name: set "
                                  f"spec.topologyConstraint.topology or the {c.TOPOLOGY_ANNOTATION} annotation"))
 
 
@@ -181,7 +190,8 @@ def check_min_member(jobs: Mapping[str, Job], owners: OwnerIndex) -> None:
                     cap = _owner_capacity(o)
                     if cap is not None and cap < job.min_member:
                         job.errors.append(Reason(
-                            "MinMemberTooLarge", f"PodGroup {job.key} needs minMember={job.min_member} pods at once "
+                            ReasonCode.MIN_MEMBER_TOO_LARGE,
+                            f"PodGroup {job.key} needs minMember={job.min_member} pods at once "
                             f"but its {o.get('kind')} {meta.name(o)} runs at most {cap}: lower minMember to "
                             f"{cap} or raise the workload's replicas", {"minMember": job.min_member, "max": cap}))
                         break

@@ -1,13 +1,19 @@
 """Hot-path model classes. Units: GPU in milli-GPU (1000 = one device), cpu in millicores, memory in
-bytes. Queue quota and limit keep ``UNLIMITED`` (-1) as a sentinel."""
+bytes. Queue quota and limit keep ``UNLIMITED`` (-1) as a sentinel. The vocabulary (statuses, resources,
+reason codes) is in ``kaid.model.vocabulary``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-GPU, CPU, MEM = 0, 1, 2
-RESOURCES = ("gpu", "cpu", "memory")
+# kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
+from kaid.model.vocabulary import CPU as CPU
+from kaid.model.vocabulary import GPU as GPU
+from kaid.model.vocabulary import HOLDS_RESOURCES, PodPhase, PodStatus
+from kaid.model.vocabulary import MEM as MEM
+from kaid.model.vocabulary import RESOURCES as RESOURCES
+
 UNLIMITED = -1
 
 Vec = list[int]
@@ -19,14 +25,15 @@ def zero() -> Vec:
 
 @dataclass(slots=True)
 class Reason:
-    """A structured, human-readable reason. ``code`` is stable; ``message`` is for a person."""
+    """A structured, human-readable reason. ``code`` is stable (a ``ReasonCode``); ``message`` is for a person."""
 
     code: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reason": self.code, "message": self.message, **({"details": self.details} if self.details else {})}
+        return {"reason": str(self.code), "message": self.message,
+                **({"details": self.details} if self.details else {})}
 
 
 class Node:
@@ -96,9 +103,8 @@ class Pod:
         self.key = f"{namespace}/{name}"
         self.job: Job | None = None
         self.node: str | None = None
-        self.phase = "Pending"
-        # Running, Bound (has node, not yet running), Pending, Releasing, Pipelined
-        self.status = "Pending"
+        self.phase: str = PodPhase.PENDING
+        self.status: str = PodStatus.PENDING  # a PodStatus
         self.releasing = False
         self.cpu = 0
         self.mem = 0
@@ -138,8 +144,8 @@ class Pod:
 
     @property
     def active(self) -> bool:
-        """Holds or is about to hold resources: bound, running, releasing or pipelined."""
-        return self.status in ("Running", "Bound", "Releasing", "Pipelined")
+        """Holds or is about to hold resources (``HOLDS_RESOURCES``)."""
+        return self.status in HOLDS_RESOURCES
 
     def gpu_milli_on(self, node: Node | None) -> int:
         """GPU share in milli-GPU; gpu-memory requests convert with the node's device memory."""
@@ -214,9 +220,6 @@ class Job:
     def active_count(self) -> int:
         return sum(1 for p in self.pods if p.active and not p.releasing)
 
-    def pending_pods(self) -> list[Pod]:
-        return [p for p in self.pods if p.status == "Pending"]
-
     def __repr__(self) -> str:
         return f"Job({self.key}, q={self.queue}, min={self.min_member}, pods={len(self.pods)})"
 
@@ -266,10 +269,6 @@ class Queue:
         self.usage: list[float] = [0.0, 0.0, 0.0]
         self.preempt_min_runtime = 0.0
         self.reclaim_min_runtime = 0.0
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
 
     def path(self) -> list[Queue]:
         """This queue and its ancestors, leaf first."""

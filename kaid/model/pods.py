@@ -11,6 +11,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
 from kaid.model.objects import Pod, Reason
+from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
 PodReader = Callable[[Obj, list[Reason]], Pod]
@@ -73,7 +74,7 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     status = obj.get("status") or {}
     pod = Pod(meta.namespace(obj), meta.name(obj), str(m.get("uid") or ""))
     pod.labels = meta.string_map(meta.labels_of(obj))
-    pod.phase = str(status.get("phase") or "Pending")
+    pod.phase = str(status.get("phase") or PodPhase.PENDING)
     pod.node = spec.get("nodeName") or None
     pod.created = meta.parse_time(m.get("creationTimestamp"))
     pod.started = meta.parse_time(status.get("startTime")) or pod.created
@@ -81,14 +82,15 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     try:
         req = pod_requests(spec)
     except QuantityError as err:
-        problems.append(Reason("InvalidSpec", f"pod {pod.key} has an unreadable resource request: {err}"))
+        problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} has an unreadable resource request: {err}"))
         req = {}
     pod.cpu = int(to_milli(req.get("cpu", 0)))
     pod.mem = int(to_int(req.get("memory", 0)))
     gpu = req.get(c.GPU_RESOURCE, Decimal(0))
     if gpu != gpu.to_integral_value():
-        problems.append(Reason("InvalidSpec", f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
-                               f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
+        problems.append(Reason(
+            ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
+            f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
     pod.gpu_whole = int(gpu)
     ann = meta.string_map(meta.annotations_of(obj))
     _read_sharing(pod, ann, problems)
@@ -114,15 +116,17 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
     num_s = ann.get(c.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
     if frac_s is None and mem_s is None:
         if num_s is not None:
-            problems.append(Reason("InvalidSpec", f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION} needs "
-                                   f"{c.GPU_FRACTION_ANNOTATION} or {c.GPU_MEMORY_ANNOTATION} beside it"))
+            problems.append(Reason(
+                ReasonCode.INVALID_SPEC, f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION} needs "
+                f"{c.GPU_FRACTION_ANNOTATION} or {c.GPU_MEMORY_ANNOTATION} beside it"))
         return
     if pod.gpu_whole:
-        problems.append(Reason("InvalidSpec", f"pod {pod.key} asks for whole GPUs ({c.GPU_RESOURCE}) and a GPU share "
-                               "at once: keep one of the two"))
+        problems.append(Reason(
+            ReasonCode.INVALID_SPEC, f"pod {pod.key} asks for whole GPUs ({c.GPU_RESOURCE}) and a GPU share "
+            "at once: keep one of the two"))
         return
     if frac_s is not None and mem_s is not None:
-        problems.append(Reason("InvalidSpec", f"pod {pod.key} sets both {c.GPU_FRACTION_ANNOTATION} and "
+        problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} sets both {c.GPU_FRACTION_ANNOTATION} and "
                                f"{c.GPU_MEMORY_ANNOTATION}: keep one of the two"))
         return
     num = 1
@@ -132,7 +136,7 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
         except ValueError:
             num = 0
         if num < 1:
-            problems.append(Reason("InvalidSpec", f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION}="
+            problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key}: {c.GPU_FRACTION_NUM_DEVICES_ANNOTATION}="
                                    f"{num_s!r} must be a whole number of devices, 1 or more"))
             return
     if frac_s is not None:
@@ -143,7 +147,7 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
             ok = False
         if not ok:
             problems.append(Reason(
-                "InvalidSpec",
+                ReasonCode.INVALID_SPEC,
                 f"pod {pod.key}: {c.GPU_FRACTION_ANNOTATION}={frac_s!r} must be a number between 0 and 1 (for "
                 f"example \"0.5\"); for one or more whole GPUs request {c.GPU_RESOURCE} instead",
                 {"annotation": c.GPU_FRACTION_ANNOTATION, "value": frac_s}))
@@ -156,7 +160,7 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
             mib = 0
         if mib <= 0:
             problems.append(Reason(
-                "InvalidSpec", f"pod {pod.key}: {c.GPU_MEMORY_ANNOTATION}={mem_s!r} must be a positive whole "
+                ReasonCode.INVALID_SPEC, f"pod {pod.key}: {c.GPU_MEMORY_ANNOTATION}={mem_s!r} must be a positive whole "
                 "number of MiB (for example \"20000\")", {"annotation": c.GPU_MEMORY_ANNOTATION, "value": mem_s}))
             return
         pod.gpu_mem_mib = mib

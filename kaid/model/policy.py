@@ -10,6 +10,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.crds import TopologySpec, validation_message
 from kaid.model.objects import Budget, ObjectProblem, PriorityClass, Reason
+from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
 
@@ -23,7 +24,8 @@ def read_priority_classes(objs: list[Obj], problems: list[ObjectProblem]) -> dic
             value = int(obj.get("value", 0))
         except (TypeError, ValueError):
             problems.append(ObjectProblem("PriorityClass", name, None, Reason(
-                "InvalidPriorityClass", f"priority class {name} has a non-integer value {obj.get('value')!r}")))
+                ReasonCode.INVALID_PRIORITY_CLASS,
+                f"priority class {name} has a non-integer value {obj.get('value')!r}")))
             continue
         pcs[name] = PriorityClass(name, value, obj.get("preemptionPolicy") == "Never")
     return pcs
@@ -38,7 +40,7 @@ def read_topologies(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str,
             tspec = TopologySpec.model_validate(obj.get("spec") or {})
         except ValidationError as err:
             problems.append(ObjectProblem("Topology", name, None, Reason(
-                "InvalidTopology", f"topology {name} is invalid: {validation_message(err)}")))
+                ReasonCode.INVALID_TOPOLOGY, f"topology {name} is invalid: {validation_message(err)}")))
             continue
         topologies[name] = [lvl.nodeLabel for lvl in tspec.levels]
     return topologies

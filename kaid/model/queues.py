@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -11,17 +11,24 @@ from kaid.api import meta
 from kaid.api.crds import QueueSpec, validation_message
 from kaid.api.duration import parse_duration
 from kaid.model.nodes import reference_node
-from kaid.model.objects import CPU, GPU, MEM, UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, zero
+from kaid.model.objects import UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, zero
+from kaid.model.vocabulary import CPU, GPU, MEM, ReasonCode, Resource
 
 Obj = dict[str, Any]
 
 
+SPEC_SCALE: Final = {GPU: c.MILLI, CPU: 1, MEM: c.MEGABYTE}
+"""kai's units per unit of a Queue spec: GPUs in devices, cpu in millicores, memory in megabytes (10^6 bytes)."""
+
+
 def _queue_units(spec: QueueSpec, q: Queue) -> None:
     res = spec.resources
-    for r, block in enumerate((res.gpu, res.cpu, res.memory) if res else (None, None, None)):
+    if res is None:
+        return
+    for r, block in ((GPU, res.gpu), (CPU, res.cpu), (MEM, res.memory)):
         if block is None:
             continue
-        scale = (1000, 1, c.MEGABYTE)[r]
+        scale = SPEC_SCALE[r]
         q.quota[r] = UNLIMITED if block.quota == -1 else round(block.quota * scale)
         q.limit[r] = UNLIMITED if block.limit == -1 else round(block.limit * scale)
         q.weight[r] = float(block.overQuotaWeight)
@@ -35,7 +42,7 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Que
         name = meta.name(obj)
         if name in queues:
             problems.append(ObjectProblem("Queue", name, None, Reason(
-                "DuplicateQueue", f"queue {name} appears twice in the input; the first one is used")))
+                ReasonCode.DUPLICATE_QUEUE, f"queue {name} appears twice in the input; the first one is used")))
             continue
         queues[name] = _read_queue(obj, name)
     _link_parents(queues)
@@ -48,7 +55,7 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Que
         if not q.errors:
             bad = next((a for a in q.path()[1:] if a.errors), None)
             if bad is not None:
-                q.errors.append(Reason("InvalidParentQueue", f"queue {q.name} sits under queue {bad.name}, "
+                q.errors.append(Reason(ReasonCode.INVALID_PARENT_QUEUE, f"queue {q.name} sits under queue {bad.name}, "
                                        f"which is invalid: {bad.errors[0].message}"))
     for q in queues.values():
         q.children.sort(key=lambda x: x.name)
@@ -60,7 +67,7 @@ def _read_queue(obj: Obj, name: str) -> Queue:
     try:
         spec = QueueSpec.model_validate(obj.get("spec") or {})
     except ValidationError as err:
-        q.errors.append(Reason("InvalidQueue", f"queue {name} is invalid: {validation_message(err)}. Fix the "
+        q.errors.append(Reason(ReasonCode.INVALID_QUEUE, f"queue {name} is invalid: {validation_message(err)}. Fix the "
                                f"Queue (kubectl edit queue {name}); its jobs wait until then"))
         return q
     q.display = spec.displayName or name
@@ -79,7 +86,8 @@ def _link_parents(queues: dict[str, Queue]) -> None:
         parent = queues.get(q.parent_name)
         if parent is None:
             q.errors.append(Reason(
-                "MissingParentQueue", f"queue {q.name} names parent queue {q.parent_name}, which does not exist: "
+                ReasonCode.MISSING_PARENT_QUEUE,
+                f"queue {q.name} names parent queue {q.parent_name}, which does not exist: "
                 f"create it (kaictl queue create {q.parent_name}) or fix spec.parentQueue",
                 {"parent": q.parent_name}))
             continue
@@ -99,10 +107,10 @@ def _cut_cycles(queues: dict[str, Queue]) -> None:
             cycle = _cycle_names(cur)
             if q.name in cycle:
                 q.errors.append(Reason(
-                    "QueueCycle", f"queue {q.name} is in a parent cycle ({' -> '.join([*cycle, cycle[0]])}): "
+                    ReasonCode.QUEUE_CYCLE, f"queue {q.name} is in a parent cycle ({' -> '.join([*cycle, cycle[0]])}): "
                     "point one of them at a parent outside the cycle", {"cycle": cycle}))
     for q in queues.values():
-        if any(e.code == "QueueCycle" for e in q.errors):
+        if any(e.code == ReasonCode.QUEUE_CYCLE for e in q.errors):
             q.parent = None
 
 
@@ -124,7 +132,7 @@ def pod_vector(pod: Pod, node: Node | None) -> tuple[int, int, int]:
 def charge(queue: Queue, vec: tuple[int, int, int], non_preemptible: bool, sign: int = 1) -> None:
     """Add (``sign`` -1: take back) what a pod holds to its queue and every ancestor."""
     for anc in queue.path():
-        for r in (GPU, CPU, MEM):
+        for r in Resource:
             anc.allocated[r] += sign * vec[r]
             if non_preemptible:
                 anc.alloc_np[r] += sign * vec[r]
@@ -146,7 +154,7 @@ def account(snap: Snapshot) -> None:
             vec = pod_vector(pod, snap.node_by_name.get(pod.node) if pod.node else ref)
             job.request_milli += vec[GPU]
             for anc in queue.path():
-                for r in (GPU, CPU, MEM):
+                for r in Resource:
                     anc.requested[r] += vec[r]
             if pod.active:
                 charge(queue, vec, not job.preemptible)

@@ -5,22 +5,24 @@ from __future__ import annotations
 from collections import Counter
 
 from kaid.model.objects import Pod, Reason
+from kaid.model.vocabulary import NodeFailure, ReasonCode
 from kaid.placement.index import NodeIndex
-from kaid.placement.predicates import FAILURE_WORDS, resource_failure, static_failure
+from kaid.placement.predicates import resource_failure, static_failure
 
 
 def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
-    counts: Counter[str] = Counter()
+    counts: Counter[NodeFailure] = Counter()
     for n in index.nodes:
         why = static_failure(n, pod) or resource_failure(n, pod)
         if why:
             counts[why] += 1
     total = len(index.nodes)
     fit = total - sum(counts.values())
-    parts = ", ".join(f"{k} {FAILURE_WORDS.get(code, code)}" for code, k in counts.most_common())
+    parts = ", ".join(f"{k} {code.words}" for code, k in counts.most_common())
     want = describe_request(pod)
     msg = f"{fit}/{total} nodes can take a pod of {want}" + (f": {parts}" if parts else "")
-    return Reason("NodeFit", msg, {"nodes": total, "fit": fit, "failures": dict(counts)})
+    failures = {str(code): k for code, k in counts.items()}
+    return Reason(ReasonCode.NODE_FIT, msg, {"nodes": total, "fit": fit, "failures": failures})
 
 
 def describe_request(pod: Pod) -> str:
@@ -49,21 +51,24 @@ def fragmentation(pods: list[Pod], index: NodeIndex) -> Reason | None:
         free = sum(max(0, n.idle) for n in nodes)
         largest = max((n.idle for n in nodes), default=0)
         if free >= need and largest < pod.gpu_whole:
-            return Reason("Fragmentation", f"{free} GPUs are free in total on nodes this job may use, but no node has "
-                          f"{pod.gpu_whole} free together (the largest free block is {largest}); consolidating "
-                          "preemptible pods or waiting for running pods to finish would make room",
-                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
+            return Reason(
+                ReasonCode.FRAGMENTATION, f"{free} GPUs are free in total on nodes this job may use, but no node has "
+                f"{pod.gpu_whole} free together (the largest free block is {largest}); consolidating "
+                "preemptible pods or waiting for running pods to finish would make room",
+                {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
         blocks = sum(max(0, n.idle) // pod.gpu_whole for n in nodes)
         if free >= need and len(pods) > 1 and blocks < len(pods):
-            return Reason("Fragmentation", f"{free} GPUs are free in total but in blocks that fit only {blocks} of "
-                          f"the {len(pods)} pods of {pod.gpu_whole} GPUs (largest free block {largest})",
-                          {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole,
-                           "podsThatFit": blocks})
+            return Reason(
+                ReasonCode.FRAGMENTATION, f"{free} GPUs are free in total but in blocks that fit only {blocks} of "
+                f"the {len(pods)} pods of {pod.gpu_whole} GPUs (largest free block {largest})",
+                {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole,
+                 "podsThatFit": blocks})
     elif pod.frac_devices and pod.gpu_frac:
         free_milli = sum(1000 - u for n in nodes for u in n.dev_used)
         best = max((1000 - u for n in nodes for u in n.dev_used), default=0)
         if free_milli >= pod.gpu_frac and best < pod.gpu_frac:
-            return Reason("Fragmentation", f"{free_milli / 1000:g} GPUs are free in slivers, but no single GPU has "
-                          f"{pod.gpu_frac / 1000:g} free (the most on one GPU is {best / 1000:g})",
-                          {"freeGPUs": free_milli / 1000, "largestBlock": best / 1000})
+            return Reason(
+                ReasonCode.FRAGMENTATION, f"{free_milli / 1000:g} GPUs are free in slivers, but no single GPU has "
+                f"{pod.gpu_frac / 1000:g} free (the most on one GPU is {best / 1000:g})",
+                {"freeGPUs": free_milli / 1000, "largestBlock": best / 1000})
     return None

@@ -5,21 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.model.objects import Node, Pod
-
-# Failure codes, in the order they are checked; the words are what a person reads in a fit summary.
-FAILURE_WORDS = {
-    "NotReady": "not ready",
-    "Unschedulable": "cordoned",
-    "NodeSelector": "node selector mismatch",
-    "Affinity": "node affinity mismatch",
-    "Taint": "untolerated taint",
-    "TooManyPods": "too many pods",
-    "InsufficientCPU": "insufficient cpu",
-    "InsufficientMemory": "insufficient memory",
-    "InsufficientGPU": "insufficient GPU",
-    "NoGPUMemoryLabel": "no GPU memory label",
-    "InsufficientGPUShare": "no GPU with enough free share",
-}
+from kaid.model.vocabulary import NodeFailure
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
@@ -62,22 +48,22 @@ def _match_expression(expr: dict[str, Any], labels: dict[str, str], node_name: s
     return False
 
 
-def static_failure(node: Node, pod: Pod) -> str | None:
+def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     """The first node-level reason the pod can never go to this node this cycle, or None."""
     if not node.ready:
-        return "NotReady"
+        return NodeFailure.NOT_READY
     if node.unschedulable:
-        return "Unschedulable"
+        return NodeFailure.UNSCHEDULABLE
     for k, v in pod.node_selector.items():
         if node.labels.get(k) != v:
-            return "NodeSelector"
+            return NodeFailure.NODE_SELECTOR
     if pod.affinity and not any(
         all(_match_expression(e, node.labels, node.name) for e in term) for term in pod.affinity
     ):
-        return "Affinity"
+        return NodeFailure.AFFINITY
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
-            return "Taint"
+            return NodeFailure.TAINT
     return None
 
 
@@ -99,21 +85,21 @@ def shared_devices(node: Node, pod: Pod, spread: bool = False) -> tuple[int, ...
     return tuple(chosen) if len(chosen) == pod.frac_devices else None
 
 
-def resource_failure(node: Node, pod: Pod) -> str | None:
+def resource_failure(node: Node, pod: Pod) -> NodeFailure | None:
     """The first resource the node lacks for the pod right now, or None."""
     if node.used_pods + 1 > node.alloc_pods:
-        return "TooManyPods"
+        return NodeFailure.TOO_MANY_PODS
     if node.used_cpu + pod.cpu > node.alloc_cpu:
-        return "InsufficientCPU"
+        return NodeFailure.INSUFFICIENT_CPU
     if node.used_mem + pod.mem > node.alloc_mem:
-        return "InsufficientMemory"
+        return NodeFailure.INSUFFICIENT_MEMORY
     if pod.gpu_whole and node.idle < pod.gpu_whole:
-        return "InsufficientGPU"
+        return NodeFailure.INSUFFICIENT_GPU
     if pod.frac_devices:
         if pod.gpu_mem_mib and node.gpus and node.gpu_mem_mib <= 0:
-            return "NoGPUMemoryLabel"
+            return NodeFailure.NO_GPU_MEMORY_LABEL
         if shared_devices(node, pod) is None:
-            return "InsufficientGPUShare" if node.gpus else "InsufficientGPU"
+            return NodeFailure.INSUFFICIENT_GPU_SHARE if node.gpus else NodeFailure.INSUFFICIENT_GPU
     return None
 
 

@@ -14,6 +14,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
 from kaid.fairshare import decay_usage
 from kaid.model.build import build_snapshot
+from kaid.model.vocabulary import GPU
 from kaid.sim.apply import bind_pod, iso, mark_stale, pipeline_pod, reset_pod
 from kaid.sim.workload import JobSpec, QueueLoad, WorkloadProfile
 
@@ -198,7 +199,7 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
         if dirty:
             snap = build_snapshot(objs, cfg, EPOCH + t, usage if cfg.usageHalfLifeSeconds > 0 else None)
             if not result.capacity_gpus:
-                result.capacity_gpus = snap.capacity()[0] / 1000
+                result.capacity_gpus = snap.capacity()[GPU] / 1000
                 result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
                 result.problems = [p.reason.message for p in snap.problems]
             decisions = run_cycle(snap, cfg)

@@ -35,11 +35,11 @@ def simulate_command(
     Pods already in a snapshot keep running for the whole simulation (their remaining time is unknown);
     its pending pods are scheduled with the trace's jobs."""
     # imported here, not at the top: ``kaid run`` shares this CLI and must start fast
-    import yaml
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kaid.api.config import SchedulerConfig, load_config
+    from kaid.api.serialize import to_yaml
     from kaid.sim.cluster import builtin_cluster, builtin_profile, simulate
     from kaid.sim.files import SnapshotFileError, load_objects
     from kaid.sim.plot import plot
@@ -97,7 +97,7 @@ def simulate_command(
     if output == "json":
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     elif output == "yaml":
-        sys.stdout.write(yaml.safe_dump(summary, sort_keys=False))
+        sys.stdout.write(to_yaml(summary))
     else:
         render(summary, Console(), title=f"kai simulate: {len(jobs)} jobs, seed {seed}, {solver}, "
                                           f"{summary['wallSeconds']:.1f}s")

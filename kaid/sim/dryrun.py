@@ -12,6 +12,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
+from kaid.model.vocabulary import BOUND_OR_RUNNING, PodStatus
 from kaid.sim.apply import apply
 
 Obj = dict[str, Any]
@@ -68,21 +69,20 @@ def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: 
         result.pods.append({
             "namespace": pod.namespace, "name": pod.name, "podGroup": job.name if job else None,
             "queue": job.queue if job else None,
-            "status": "Running" if pod.status in ("Running", "Bound") else pod.status,
+            "status": PodStatus.RUNNING if pod.status in BOUND_OR_RUNNING else pod.status,
             "node": pod.node, "gpus": _gpus(pod.gpu_milli_on(final.node_by_name.get(pod.node or ""))),
             "gpuDevices": list(pod.devices), "gpuGroup": pod.gpu_group if pod.frac_devices else None,
         })
     for key, (job_key, _) in sorted(evicted.items()):
         ns, name = key.split("/", 1)
         result.pods.append({"namespace": ns, "name": name, "podGroup": job_key.split("/", 1)[1], "queue": None,
-                            "status": "Evicted", "node": None, "gpus": 0, "gpuDevices": [], "gpuGroup": None})
+                            "status": PodStatus.EVICTED, "node": None, "gpus": 0, "gpuDevices": [], "gpuGroup": None})
     for job_key, reasons in sorted(decisions.pending.items()):
         job = final.jobs.get(job_key)
-        if job is None or not any(p.status == "Pending" for p in job.pods):
+        if job is None or not any(p.status == PodStatus.PENDING for p in job.pods):
             continue
         result.pending.append({"namespace": job.namespace, "podGroup": job.name, "queue": job.queue,
-                               "reasons": [{"reason": r.code, "message": r.message,
-                                            **({"details": r.details} if r.details else {})} for r in reasons]})
+                               "reasons": [r.to_dict() for r in reasons]})
     result.queues = decisions.queues
     result.problems = [p.to_dict() for p in final.problems]
     return result

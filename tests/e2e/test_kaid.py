@@ -28,7 +28,7 @@ import yaml
 
 from kaid.api.config import SchedulerConfig
 from kaid.kube import cache as cache_mod
-from kaid.kube.cache import RESOURCES, Resource, WatchCache
+from kaid.kube.cache import API_RESOURCES, ApiResource, WatchCache
 from kaid.kube.client import KubeClient
 from kaid.kube.daemon import Daemon
 from kaid.model.build import build_snapshot
@@ -760,8 +760,8 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
         "schedulerName": scheduler, "clientQPS": 50, "clientBurst": 2, "metricsPort": 0,
         "leaderElection": {"enabled": False}})
     client = KubeClient.from_config(str(kai.kubeconfig))
-    resources = tuple(Resource("Pod", f"/api/v1/namespaces/{namespace}/pods") if r.kind == "Pod" else r
-                      for r in RESOURCES)
+    resources = tuple(ApiResource("Pod", f"/api/v1/namespaces/{namespace}/pods") if r.kind == "Pod" else r
+                      for r in API_RESOURCES)
     cache = WatchCache(client, resources, early=True)
     daemon = Daemon(cfg, client, "early", cache)
     thresholds = gc.get_threshold()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaid.kube.cache import RESOURCES, WatchCache
+from kaid.kube.cache import API_RESOURCES, WatchCache
 from kaid.kube.client import KubeClient
 
 from .controlplane import ControlPlane, wait_until
@@ -24,7 +24,7 @@ def test_first_lists_are_handed_over_once_and_watch_changes_are_not(control_plan
     # kai's CRDs are not installed here: built-in kinds, and an optional one the server does not have
     kinds = {"Pod", "Node", "Namespace", "PriorityClass", "Topology"}
     cache = WatchCache(KubeClient.from_config(str(control_plane.kubeconfig)),
-                       tuple(r for r in RESOURCES if r.kind in kinds))
+                       tuple(r for r in API_RESOURCES if r.kind in kinds))
     cache.on_first_list(seen.append)
     cache.start()
     try:

@@ -1,0 +1,155 @@
+"""The engine's vocabulary: pod statuses and their named groups, operation kinds, resources, reason codes and
+node-fit failures. Every layer imports them from here.
+
+The string enums equal the strings they replace (``PodStatus.RUNNING == "Running"``), so JSON, CLI output and
+scenario files are unchanged, and code that still compares with a literal keeps working while it adopts them.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Final
+
+
+class PodStatus(StrEnum):
+    """Where a pod stands in a cycle. A snapshot reads one of the first five from the pod's object; the cycle's
+    session moves pods to the last two, tentatively (a job's changes are committed or rolled back together)."""
+
+    PENDING = "Pending"  # no node yet
+    BOUND = "Bound"  # has a node, not running yet
+    RUNNING = "Running"
+    RELEASING = "Releasing"  # being deleted: it holds its resources until it is gone
+    PIPELINED = "Pipelined"  # reserved on a node whose resources evictions are freeing; bound once they are free
+    ALLOCATED = "Allocated"  # placed by this cycle
+    EVICTED = "Evicted"  # evicted by this cycle
+
+
+# Named groups of statuses (``pod.status in HOLDS_RESOURCES``).
+HOLDS_RESOURCES: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND, PodStatus.RELEASING, PodStatus.PIPELINED})
+"""Holds, or is about to hold, resources on its node: what a queue's allocation counts (``Pod.active``)."""
+BOUND_OR_RUNNING: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND})
+"""On a node and staying there: what an eviction can take (unless it is releasing already)."""
+PLACED_THIS_CYCLE: Final = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
+"""Given a node by this cycle."""
+
+
+class PodPhase(StrEnum):
+    """A pod's ``status.phase`` as Kubernetes writes it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+FINISHED_PHASES: Final = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+"""A pod in one of these phases holds nothing and is never scheduled again."""
+
+
+class OpKind(StrEnum):
+    """What a session operation does to a pod (``Op.kind``)."""
+
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"
+    EVICT = "evict"
+
+
+class Resource(IntEnum):
+    """The resources fair share and limits work on; a value is the index into a queue's vectors
+    (``queue.allocated[GPU]``). Units inside: milli-GPU, millicores, bytes."""
+
+    GPU = 0
+    CPU = 1
+    MEM = 2
+
+    @property
+    def key(self) -> str:
+        """The name in Queue specs and every JSON output: ``gpu``, ``cpu``, ``memory``."""
+        return RESOURCES[self]
+
+
+GPU: Final = Resource.GPU
+CPU: Final = Resource.CPU
+MEM: Final = Resource.MEM
+RESOURCES: Final = ("gpu", "cpu", "memory")
+
+
+class ReasonCode(StrEnum):
+    """The stable ``code`` of every Reason kai gives (``kaictl explain``, PodGroup conditions, events)."""
+
+    # a bad object: the model reads it and says what is wrong
+    INVALID_SPEC = "InvalidSpec"
+    INVALID_QUEUE = "InvalidQueue"
+    INVALID_PARENT_QUEUE = "InvalidParentQueue"
+    MISSING_PARENT_QUEUE = "MissingParentQueue"
+    QUEUE_CYCLE = "QueueCycle"
+    DUPLICATE_QUEUE = "DuplicateQueue"
+    INVALID_POD_GROUP = "InvalidPodGroup"
+    MISSING_POD_GROUP = "MissingPodGroup"
+    INVALID_PRIORITY_CLASS = "InvalidPriorityClass"
+    UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
+    INVALID_PREEMPTIBILITY = "InvalidPreemptibility"
+    INVALID_TOPOLOGY = "InvalidTopology"
+    UNKNOWN_TOPOLOGY = "UnknownTopology"
+    UNKNOWN_TOPOLOGY_LEVEL = "UnknownTopologyLevel"
+    UNKNOWN_QUEUE = "UnknownQueue"
+    NOT_LEAF_QUEUE = "NotLeafQueue"
+    MIN_MEMBER_TOO_LARGE = "MinMemberTooLarge"
+    OWNER_NOT_SEEN = "OwnerNotSeen"
+    # why a job waits: the actions and placement
+    QUEUE_LIMIT = "QueueLimit"
+    NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
+    GANG_UNSCHEDULABLE = "GangUnschedulable"
+    GANG_INCOMPLETE = "GangIncomplete"
+    TOPOLOGY = "Topology"
+    NODE_FIT = "NodeFit"
+    FRAGMENTATION = "Fragmentation"
+    RECLAIM_NOT_POSSIBLE = "ReclaimNotPossible"
+    PREEMPT_NOT_POSSIBLE = "PreemptNotPossible"
+    PREEMPTION_NEVER = "PreemptionNever"
+    NOT_PLACED_THIS_CYCLE = "NotPlacedThisCycle"
+    NOT_EXPLAINED = "NotExplained"
+
+
+class NodeFailure(StrEnum):
+    """Why one node cannot take a pod, in the order the predicates check (the counts of a ``NodeFit`` reason)."""
+
+    NOT_READY = "NotReady"
+    UNSCHEDULABLE = "Unschedulable"
+    NODE_SELECTOR = "NodeSelector"
+    AFFINITY = "Affinity"
+    TAINT = "Taint"
+    TOO_MANY_PODS = "TooManyPods"
+    INSUFFICIENT_CPU = "InsufficientCPU"
+    INSUFFICIENT_MEMORY = "InsufficientMemory"
+    INSUFFICIENT_GPU = "InsufficientGPU"
+    NO_GPU_MEMORY_LABEL = "NoGPUMemoryLabel"
+    INSUFFICIENT_GPU_SHARE = "InsufficientGPUShare"
+
+    @property
+    def words(self) -> str:
+        """What a person reads in a fit summary ("3 untolerated taint")."""
+        return _FAILURE_WORDS[self]
+
+
+_FAILURE_WORDS: Final = {
+    NodeFailure.NOT_READY: "not ready",
+    NodeFailure.UNSCHEDULABLE: "cordoned",
+    NodeFailure.NODE_SELECTOR: "node selector mismatch",
+    NodeFailure.AFFINITY: "node affinity mismatch",
+    NodeFailure.TAINT: "untolerated taint",
+    NodeFailure.TOO_MANY_PODS: "too many pods",
+    NodeFailure.INSUFFICIENT_CPU: "insufficient cpu",
+    NodeFailure.INSUFFICIENT_MEMORY: "insufficient memory",
+    NodeFailure.INSUFFICIENT_GPU: "insufficient GPU",
+    NodeFailure.NO_GPU_MEMORY_LABEL: "no GPU memory label",
+    NodeFailure.INSUFFICIENT_GPU_SHARE: "no GPU with enough free share",
+}
+
+
+class EventReason(StrEnum):
+    """The ``reason`` of the events kaid writes (``kaictl top`` and ``explain`` read them back)."""
+
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    EVICTED = "Evicted"
