@@ -28,7 +28,7 @@ def test_resources_keep_their_indexes_and_names() -> None:
 
 def test_string_enums_equal_their_strings_in_comparisons_and_sets() -> None:
     running, pending, bound = "Running", "Pending", "Bound"  # as code that still uses literals has them
-    assert PodStatus.RUNNING == running and running in HOLDS_RESOURCES
+    assert running == PodStatus.RUNNING and running in HOLDS_RESOURCES
     assert pending not in HOLDS_RESOURCES and PodStatus.ALLOCATED not in HOLDS_RESOURCES
     assert {str(PodStatus.BOUND): 1}.get(bound) == 1 and hash(PodStatus.BOUND) == hash(bound)
     assert NodeFailure.TAINT.words == "untolerated taint"
