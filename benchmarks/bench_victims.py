@@ -66,9 +66,9 @@ from benchmarks.common import timing as _timing
 from kaid.actions import evictions
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
+from kaid.api.meta import format_time
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
-from kaid.sim.apply import iso
 from kaid.sim.cluster import EPOCH, NAMESPACE, gpu_node, job_objects, queue_obj
 from kaid.sim.workload import JobSpec
 
@@ -310,7 +310,7 @@ def _set_running(objs: list[Obj], job: _RunningJob, slots: list[tuple[int, int]]
     pods = [o for o in objs if o["kind"] == "Pod"]
     for o, (node, first) in zip(pods, slots, strict=True):
         o["spec"]["nodeName"] = f"node-{node:04d}"
-        o["status"] = {"phase": "Running", "startTime": iso(job.started)}
+        o["status"] = {"phase": "Running", "startTime": format_time(job.started)}
         o["metadata"]["annotations"][c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in range(first, first + gpus))
     if job.non_preemptible:
         objs[0]["spec"]["preemptibility"] = c.NON_PREEMPTIBLE

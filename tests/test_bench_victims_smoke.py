@@ -1,7 +1,7 @@
 """Smoke test of benchmarks/bench_victims.py on a tiny full cluster: it runs, both solvers evict and place,
 and its report is complete.
 
-Nothing here looks at how long anything took (DESIGN section 5: benchmarks never fail on time).
+Nothing here looks at how long anything took (docs/architecture.md: benchmarks never fail on time).
 """
 
 from __future__ import annotations

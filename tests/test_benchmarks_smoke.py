@@ -1,6 +1,6 @@
 """Smoke test of benchmarks/bench_allocate.py on a tiny cluster: it runs, and its report is complete.
 
-Nothing here looks at how long anything took (DESIGN section 5: benchmarks never fail on time).
+Nothing here looks at how long anything took (docs/architecture.md: benchmarks never fail on time).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Property tests on random snapshots and random cycles (DESIGN section 5)."""
+"""Property tests on random snapshots and random cycles (docs/architecture.md, "How it is tested")."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from kaictl.commands.engine_input import (
 from kaictl.completion import complete_pod
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.actions.allocate import queue_key
+from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
@@ -256,8 +257,7 @@ def _common(kind: str, name: str, namespace: str | None, output: str, snapshot: 
     elif kind == "podgroup":
         job_key = f"{ns}/{name}"
     else:
-        owners = {(ns, str(o.get("kind")), str((o.get("metadata") or {}).get("name"))): o for o in objs
-                  if ((o.get("metadata") or {}).get("namespace") or "default") == ns}
+        owners = {(ns, str(o.get("kind")), meta.name(o)): o for o in objs if meta.namespace(o) == ns}
         for p in snap.pods:
             if p.namespace != ns or p.raw is None or p.job is None:
                 continue

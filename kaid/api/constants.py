@@ -1,4 +1,4 @@
-"""Names fixed by the KAI-Scheduler compatibility contract (DESIGN section 2).
+"""Names fixed by the KAI-Scheduler compatibility contract (docs/architecture.md).
 
 One place for every label, annotation, API group and default, so that the engine, the daemon and the
 CLI all read the same keys.

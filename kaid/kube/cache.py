@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kaid.api.meta import store_key
 from kaid.kube.client import ApiError, KubeClient
 from kaid.model.vocabulary import FINISHED_PHASES
 
@@ -59,11 +60,6 @@ API_RESOURCES: tuple[ApiResource, ...] = (
 )
 
 
-def _key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or ''}/{meta.get('name', '')}"
-
-
 class Informer:
     """One resource: a thread that keeps ``items`` equal to the server's state."""
 
@@ -102,7 +98,7 @@ class Informer:
 
         def add(obj: Obj) -> None:
             obj.setdefault("kind", kind)
-            items[_key(obj)] = obj
+            items[store_key(obj)] = obj
             if first:
                 self.arrived.append(obj)
                 if self.arrival is not None:
@@ -182,7 +178,7 @@ class Informer:
         if kind == "BOOKMARK":
             return
         obj.setdefault("kind", self.res.kind)
-        key = _key(obj)
+        key = store_key(obj)
         with self.lock:
             if kind == "DELETED":
                 self.items.pop(key, None)
@@ -335,9 +331,9 @@ class WatchCache:
         self._scanned = n
         if len(self._pending) < wanted and not self.held.is_set():
             return None
-        placed = {_key(p): p for p in arrived[:n] if _on_node(p)}
-        placed.update((_key(p), p) for p in self.on_nodes)  # the list of pods on nodes is the reference
-        pending = [p for p in self._pending if _key(p) not in placed][:wanted]
+        placed = {store_key(p): p for p in arrived[:n] if _on_node(p)}
+        placed.update((store_key(p), p) for p in self.on_nodes)  # the list of pods on nodes is the reference
+        pending = [p for p in self._pending if store_key(p) not in placed][:wanted]
         objects: list[Obj] = []
         for inf in self.informers:
             if inf is not pods:

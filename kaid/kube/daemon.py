@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kaid.api import constants as c
+from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import decay_usage
@@ -34,6 +35,8 @@ from kaid.kube.process import process_age
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
+from kaid.model.pods import mark_bound, mark_pipelined
+from kaid.model.vocabulary import PodPhase
 
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
@@ -68,49 +71,32 @@ class Overlay:
             del self.evicted[k]
         if not (self.bound or self.evicted or self.pipelined):
             return objects
-        out = []
-        for o in objects:
-            if o.get("kind") != "Pod":
-                out.append(o)
-                continue
-            meta = o.get("metadata") or {}
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-            spec = o.get("spec") or {}
-            if key in self.bound:
-                if spec.get("nodeName"):
-                    del self.bound[key]  # the watch caught up
-                else:
-                    b = self.bound[key][0]
-                    o = copy.deepcopy(o)
-                    o["spec"]["nodeName"] = b.node
-                    o.setdefault("status", {})["phase"] = "Running"
-                    anns = o["metadata"].setdefault("annotations", {})
-                    anns.pop(c.PIPELINED_NODE_ANNOTATION, None)
-                    if b.devices:
-                        anns[c.GPU_DEVICES_ANNOTATION] = ",".join(map(str, b.devices))
-                    if b.gpu_group:
-                        o["metadata"].setdefault("labels", {})[c.GPU_GROUP_LABEL] = b.gpu_group
-            elif key in self.evicted:
-                if not meta.get("deletionTimestamp"):
-                    o = copy.deepcopy(o)
-                    o["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z"
-            elif key in self.pipelined:
-                anns = meta.get("annotations") or {}
-                if anns.get(c.PIPELINED_NODE_ANNOTATION):
-                    del self.pipelined[key]
-                else:
-                    b = self.pipelined[key][0]
-                    o = copy.deepcopy(o)
-                    o["metadata"].setdefault("annotations", {}).update({
-                        c.PIPELINED_NODE_ANNOTATION: b.node, c.PIPELINED_ACTION_ANNOTATION: b.action})
-            out.append(o)
-        return out
+        return [self._assumed(o) if o.get("kind") == "Pod" else o for o in objects]
 
+    def _assumed(self, pod: Obj) -> Obj:
+        """The pod as this replica's writes left it (a changed copy), until the watch shows them."""
+        key = meta.object_key(pod)
+        if key in self.bound:
+            if (pod.get("spec") or {}).get("nodeName"):
+                del self.bound[key]  # the watch caught up
+                return pod
+            b = self.bound[key][0]
+            pod = copy.deepcopy(pod)
+            mark_bound(pod, b.node, b.devices, b.gpu_group)
+            pod.setdefault("status", {})["phase"] = PodPhase.RUNNING.value
+        elif key in self.evicted:
+            if not meta.meta(pod).get("deletionTimestamp"):
+                pod = copy.deepcopy(pod)
+                pod["metadata"]["deletionTimestamp"] = meta.format_time(0)
+        elif key in self.pipelined:
+            if meta.annotation(pod, c.PIPELINED_NODE_ANNOTATION):
+                del self.pipelined[key]
+                return pod
+            b = self.pipelined[key][0]
+            pod = copy.deepcopy(pod)
+            mark_pipelined(pod, b.node, b.action, b.devices, b.gpu_group)
+        return pod
 
-
-
-def _pg_key(pg: Obj) -> str:
-    return f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
 
 
 class Daemon:
@@ -303,11 +289,11 @@ class Daemon:
         if self.cfg.createPodGroups:
             missing = podgroups_to_create(objs, self.cfg)
             objs = objs + missing  # scheduled at once from memory; written in the background
-            fresh = [pg for pg in missing if _pg_key(pg) not in self.creating]
+            fresh = [pg for pg in missing if meta.object_key(pg) not in self.creating]
             for k in [k for k, t in self.creating.items() if now - t > 60]:
                 del self.creating[k]
             for pg in fresh:
-                self.creating[_pg_key(pg)] = now
+                self.creating[meta.object_key(pg)] = now
         else:
             fresh = []
         objs = self.overlay.apply(objs, now)
@@ -393,8 +379,8 @@ class Daemon:
             job = snap.jobs.get(key)
             if job is None or not job.explicit:
                 continue
-            value = None if since is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
-            if value == ((job.raw or {}).get("metadata", {}).get("annotations") or {}).get(c.STALE_SINCE_ANNOTATION):
+            value = None if since is None else meta.format_time(since)
+            if value == meta.annotations_of(job.raw).get(c.STALE_SINCE_ANNOTATION):
                 continue
             try:
                 self.client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"

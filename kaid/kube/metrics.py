@@ -1,4 +1,4 @@
-"""Prometheus metrics with the ``kai_`` names of DESIGN section 2, and ``/healthz`` and ``/readyz``.
+"""Prometheus metrics with the ``kai_`` names of the compatibility contract, and ``/healthz`` and ``/readyz``.
 
 ``prometheus_client`` is imported when the metrics are made, not with this module: loading it is a tenth
 of kaid's start, so the daemon makes them once its first binds are out (until then ``/metrics`` answers

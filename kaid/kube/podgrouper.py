@@ -1,7 +1,8 @@
-"""Makes a PodGroup for every workload that names none (DESIGN section 2): for the pod's top owner, with
-minMember from the owner (``kai.scheduler/batch-min-member``, replica counts of Kubeflow, Ray, JobSet and
-LeaderWorkerSet owners, or the ``kai.nvidia.com/job-size`` label), and queue, priority class,
-preemptibility and topology from the owner, then the pod, then the namespace label, then the default."""
+"""Makes a PodGroup for every workload that names none (the compatibility contract, docs/architecture.md): for
+the pod's top owner, with minMember from the owner (``kai.scheduler/batch-min-member``, replica counts of
+Kubeflow, Ray, JobSet and LeaderWorkerSet owners, or the ``kai.nvidia.com/job-size`` label), and queue,
+priority class, preemptibility and topology from the owner, then the pod, then the namespace label, then the
+default."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 from urllib.parse import quote
 
 from kaid.api import constants as c
+from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
-from kaid.model.grouping import OWNER_KINDS, WATCHED_OWNER_KINDS, OwnerIndex, group_for_pod, workload_labels
+from kaid.model.build import sort_inputs
+from kaid.model.grouping import WATCHED_OWNER_KINDS, GroupInfo, group_for_pod, workload_labels
+from kaid.model.vocabulary import FINISHED_PHASES
 
 log = logging.getLogger("kaid.podgrouper")
 Obj = dict[str, Any]
@@ -21,63 +25,53 @@ Obj = dict[str, Any]
 
 def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
     """PodGroup objects missing for the pending pods of our scheduler. Pure: objects in, objects out."""
-    owners: OwnerIndex = {}
-    namespaces: dict[str, Obj] = {}
-    existing: set[tuple[str, str]] = set()
-    pods: list[Obj] = []
-    for o in objects:
-        kind = o.get("kind")
-        meta = o.get("metadata") or {}
-        ns = str(meta.get("namespace") or "default")
-        if kind in OWNER_KINDS:
-            owners[(ns, str(kind), str(meta.get("name", "")))] = o
-        elif kind == "Namespace":
-            namespaces[str(meta.get("name", ""))] = o
-        elif kind == "PodGroup":
-            existing.add((ns, str(meta.get("name", ""))))
-        elif kind == "Pod":
-            pods.append(o)
+    inp = sort_inputs(objects)
+    existing = {(meta.namespace(pg), meta.name(pg)) for pg in inp.podgroups}
     out: dict[tuple[str, str], Obj] = {}
-    for pod in pods:
-        spec = pod.get("spec") or {}
-        meta = pod.get("metadata") or {}
-        if (spec.get("schedulerName") or "default-scheduler") != cfg.schedulerName:
+    for pod in inp.pods:
+        if not _needs_podgroup(pod, cfg):
             continue
-        if (meta.get("annotations") or {}).get(c.POD_GROUP_ANNOTATION):
-            continue
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        ns = str(meta.get("namespace") or "default")
-        info = group_for_pod(pod, owners)
+        info = group_for_pod(pod, inp.owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue  # its owner is not seen yet: it decides the gang, so wait for it
-        key = (ns, info.name)
-        if key in existing or key in out:
-            continue
-        owner = info.owner
-        wl = workload_labels(pod, owner if owner is not pod else None, namespaces.get(ns), cfg.queueLabelKeys)
-        pg_spec: Obj = {"minMember": info.min_member, "queue": wl.queue or cfg.defaultQueue}
-        if wl.priority_class:
-            pg_spec["priorityClassName"] = wl.priority_class
-        if wl.preemptibility:
-            pg_spec["preemptibility"] = wl.preemptibility
-        if wl.topology:
-            tc = {"topology": wl.topology}
-            if wl.required_level:
-                tc["requiredTopologyLevel"] = wl.required_level
-            if wl.preferred_level:
-                tc["preferredTopologyLevel"] = wl.preferred_level
-            pg_spec["topologyConstraint"] = tc
-        pg_meta: Obj = {"name": info.name, "namespace": ns,
-                        "labels": {"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: pg_spec["queue"]}}
-        src = owner if owner is not None else pod
-        src_meta = src.get("metadata") or {}
-        if src_meta.get("uid"):
-            pg_meta["ownerReferences"] = [{"apiVersion": src.get("apiVersion") or "v1", "kind": src.get("kind"),
-                                           "name": src_meta.get("name"), "uid": src_meta.get("uid")}]
-        out[key] = {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
-                    "metadata": pg_meta, "spec": pg_spec}
+        key = (meta.namespace(pod), info.name)
+        if key not in existing and key not in out:
+            out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg)
     return list(out.values())
+
+
+def _needs_podgroup(pod: Obj, cfg: SchedulerConfig) -> bool:
+    """A live pod of this scheduler that names no PodGroup."""
+    return ((pod.get("spec") or {}).get("schedulerName") or "default-scheduler") == cfg.schedulerName and \
+        not meta.annotation(pod, c.POD_GROUP_ANNOTATION) and \
+        (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
+
+
+def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig) -> Obj:
+    """The PodGroup of a pod's workload: its gang size, and what the workload's labels say."""
+    owner = info.owner
+    wl = workload_labels(pod, owner if owner is not pod else None, namespace, cfg.queueLabelKeys)
+    spec: Obj = {"minMember": info.min_member, "queue": wl.queue or cfg.defaultQueue}
+    if wl.priority_class:
+        spec["priorityClassName"] = wl.priority_class
+    if wl.preemptibility:
+        spec["preemptibility"] = wl.preemptibility
+    if wl.topology:
+        tc = {"topology": wl.topology}
+        if wl.required_level:
+            tc["requiredTopologyLevel"] = wl.required_level
+        if wl.preferred_level:
+            tc["preferredTopologyLevel"] = wl.preferred_level
+        spec["topologyConstraint"] = tc
+    pg_meta: Obj = {"name": info.name, "namespace": meta.namespace(pod),
+                    "labels": {"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: spec["queue"]}}
+    src = owner if owner is not None else pod
+    src_meta = meta.meta(src)
+    if src_meta.get("uid"):
+        pg_meta["ownerReferences"] = [{"apiVersion": src.get("apiVersion") or "v1", "kind": src.get("kind"),
+                                       "name": src_meta.get("name"), "uid": src_meta.get("uid")}]
+    return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
+            "metadata": pg_meta, "spec": spec}
 
 
 def create_podgroups(client: KubeClient, podgroups: list[Obj], pool: Executor | None = None) -> list[Obj]:

@@ -29,7 +29,7 @@ UNSCHEDULABLE_EVENT_EVERY = 300.0
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return meta.format_time(time.time())
 
 
 def _digest(value: Any) -> str:

@@ -18,7 +18,7 @@ KEEP_ANNOTATIONS = {
 META_KEEP = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp", "ownerReferences")
 
 
-def _meta(obj: Obj) -> Obj:
+def _kept_metadata(obj: Obj) -> Obj:
     meta = obj.get("metadata") or {}
     out = {k: meta[k] for k in META_KEEP if k in meta}
     anns = {k: v for k, v in (meta.get("annotations") or {}).items() if k in KEEP_ANNOTATIONS}
@@ -56,7 +56,7 @@ def strip(obj: Obj) -> Obj | None:
     kind = obj.get("kind")
     if kind == "Secret":
         return None
-    base: Obj = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": _meta(obj)}
+    base: Obj = {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": _kept_metadata(obj)}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     if kind == "Pod":

@@ -9,31 +9,25 @@ import copy
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.meta import as_int
 
 Obj = dict[str, Any]
 
 
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def _pod(owner: Obj, template: Obj, name: str, scheduler: str) -> Obj:
-    meta = owner.get("metadata") or {}
+    m = meta.meta(owner)
     tmeta = copy.deepcopy(template.get("metadata") or {})
     spec = copy.deepcopy(template.get("spec") or {})
     spec.setdefault("schedulerName", scheduler)
-    ns = meta.get("namespace") or "default"
     labels = {**(tmeta.get("labels") or {})}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": labels,
+            "metadata": {"name": name, "namespace": meta.namespace(owner), "labels": labels,
                          "annotations": {**(tmeta.get("annotations") or {})},
-                         "creationTimestamp": meta.get("creationTimestamp"),
+                         "creationTimestamp": m.get("creationTimestamp"),
                          "ownerReferences": [{"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
-                                              "name": meta.get("name"), "uid": meta.get("uid") or
-                                              f"dry-run-{meta.get('name')}", "controller": True}]},
+                                              "name": m.get("name"), "uid": m.get("uid") or
+                                              f"dry-run-{m.get('name')}", "controller": True}]},
             "spec": spec, "status": {"phase": "Pending"}}
 
 
@@ -41,7 +35,7 @@ def expand(obj: Obj, scheduler: str = c.DEFAULT_SCHEDULER_NAME) -> list[Obj]:
     """The workload itself (kept as the pods' owner) followed by the pods it would make."""
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
-    name = str((obj.get("metadata") or {}).get("name", "workload"))
+    name = str(meta.meta(obj).get("name", "workload"))
     out: list[Obj] = [obj]
     if kind == "Pod":
         pod = copy.deepcopy(obj)
@@ -50,43 +44,36 @@ def expand(obj: Obj, scheduler: str = c.DEFAULT_SCHEDULER_NAME) -> list[Obj]:
         return [pod]
     if kind == "Job":
         out += [_pod(obj, spec.get("template") or {}, f"{name}-{i}", scheduler)
-                for i in range(_int(spec.get("parallelism"), 1))]
+                for i in range(as_int(spec.get("parallelism"), 1))]
     elif kind in ("Deployment", "ReplicaSet", "StatefulSet"):
         out += [_pod(obj, spec.get("template") or {}, f"{name}-{i}", scheduler)
-                for i in range(_int(spec.get("replicas"), 1))]
+                for i in range(as_int(spec.get("replicas"), 1))]
     elif kind in ("PyTorchJob", "MPIJob", "TFJob", "XGBoostJob"):
         field = {"PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs", "TFJob": "tfReplicaSpecs",
                  "XGBoostJob": "xgbReplicaSpecs"}[str(kind)]
         for role, rs in (spec.get(field) or {}).items():
-            for i in range(_int((rs or {}).get("replicas"), 1)):
+            for i in range(as_int((rs or {}).get("replicas"), 1)):
                 out.append(_pod(obj, (rs or {}).get("template") or {}, f"{name}-{role.lower()}-{i}", scheduler))
     elif kind == "RayCluster" or kind == "RayJob":
         rc = spec.get("rayClusterSpec") if kind == "RayJob" else spec
         rc = rc or {}
         out.append(_pod(obj, (rc.get("headGroupSpec") or {}).get("template") or {}, f"{name}-head", scheduler))
         for group in rc.get("workerGroupSpecs") or []:
-            count = _int(group.get("minReplicas"), _int(group.get("replicas"), 1))
+            count = as_int(group.get("minReplicas"), as_int(group.get("replicas"), 1))
             gname = group.get("groupName", "workers")
             out += [_pod(obj, group.get("template") or {}, f"{name}-{gname}-{i}", scheduler) for i in range(count)]
     elif kind == "JobSet":
         for rj in spec.get("replicatedJobs") or []:
             tmpl = (rj.get("template") or {}).get("spec") or {}
-            for r in range(_int(rj.get("replicas"), 1)):
-                for i in range(_int(tmpl.get("parallelism"), 1)):
+            for r in range(as_int(rj.get("replicas"), 1)):
+                for i in range(as_int(tmpl.get("parallelism"), 1)):
                     out.append(_pod(obj, tmpl.get("template") or {}, f"{name}-{rj.get('name', 'job')}-{r}-{i}",
                                     scheduler))
     elif kind == "LeaderWorkerSet":
         lwt = spec.get("leaderWorkerTemplate") or {}
-        size = _int(lwt.get("size"), 1)
-        for r in range(_int(spec.get("replicas"), 1)):
+        size = as_int(lwt.get("size"), 1)
+        for r in range(as_int(spec.get("replicas"), 1)):
             leader = lwt.get("leaderTemplate") or lwt.get("workerTemplate") or {}
             out.append(_pod(obj, leader, f"{name}-{r}", scheduler))
             out += [_pod(obj, lwt.get("workerTemplate") or {}, f"{name}-{r}-{i}", scheduler) for i in range(1, size)]
-    return out
-
-
-def expand_all(objs: list[Obj], scheduler: str = c.DEFAULT_SCHEDULER_NAME) -> list[Obj]:
-    out: list[Obj] = []
-    for o in objs:
-        out.extend(expand(o, scheduler))
     return out

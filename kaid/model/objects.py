@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
+from kaid.model.selectors import selector_matches
 from kaid.model.vocabulary import CPU as CPU
 from kaid.model.vocabulary import GPU as GPU
 from kaid.model.vocabulary import HOLDS_RESOURCES, PodPhase, PodStatus
@@ -320,6 +321,14 @@ class Budget:
     name: str
     selector: dict[str, Any]
     disruptions_allowed: int
+
+    def covers(self, pod: Pod) -> bool:
+        """Whether evicting ``pod`` counts against this budget: same namespace, and a selector that names
+        something and matches the pod's labels (a budget with an empty selector covers nothing here)."""
+        if pod.namespace != self.namespace or not (self.selector.get("matchLabels") or
+                                                   self.selector.get("matchExpressions")):
+            return False
+        return selector_matches(self.selector, pod.labels)
 
 
 @dataclass

@@ -165,3 +165,34 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
             return
         pod.gpu_mem_mib = mib
     pod.frac_devices = num
+
+
+# ------------------------------------------------------------------------------------- what kai writes on pods
+def mark_bound(obj: Obj, node: str, devices: tuple[int, ...], gpu_group: str | None) -> None:
+    """Change a pod object (in place) as kai's bind does, so that ``read_pod`` reads it back bound: its node, the
+    devices annotation (removed when there are none), the GPU group label, and no pipelined reservation left.
+    The daemon's assumed binds and the simulator apply binds with it."""
+    obj.setdefault("spec", {})["nodeName"] = node
+    anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
+    anns.pop(c.PIPELINED_NODE_ANNOTATION, None)
+    anns.pop(c.PIPELINED_ACTION_ANNOTATION, None)
+    _mark_devices(obj, devices, gpu_group)
+
+
+def mark_pipelined(obj: Obj, node: str, action: str, devices: tuple[int, ...], gpu_group: str | None) -> None:
+    """Change a pod object (in place) as kai's pipelining does: reserved on ``node`` by ``action``, with the
+    devices it will get there."""
+    anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
+    anns[c.PIPELINED_NODE_ANNOTATION] = node
+    anns[c.PIPELINED_ACTION_ANNOTATION] = action
+    _mark_devices(obj, devices, gpu_group)
+
+
+def _mark_devices(obj: Obj, devices: tuple[int, ...], gpu_group: str | None) -> None:
+    m = obj["metadata"]
+    if devices:
+        m["annotations"][c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in devices)
+    else:
+        m["annotations"].pop(c.GPU_DEVICES_ANNOTATION, None)
+    if gpu_group:
+        m.setdefault("labels", {})[c.GPU_GROUP_LABEL] = gpu_group

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaid.model.objects import Node, Pod
 from kaid.placement.index import NodeIndex
+from kaid.placement.predicates import room_for
 
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
@@ -38,15 +39,17 @@ def _shape(p: Pod) -> tuple[int, int, int, str]:
     return (p.gpu_whole, p.cpu, p.mem, p.sig)
 
 
-def _cap(n: Node, p: Pod) -> int:
-    caps = [n.alloc_pods - n.used_pods]
-    if p.gpu_whole:
-        caps.append(n.idle // p.gpu_whole)
-    if p.cpu:
-        caps.append((n.alloc_cpu - n.used_cpu) // p.cpu)
-    if p.mem:
-        caps.append((n.alloc_mem - n.used_mem) // p.mem)
-    return max(0, min(caps))
+def new_solver(time_limit: float, workers: int) -> cp_model.CpSolver:
+    """A CP-SAT solver as kai runs every solve: a deterministic time limit (the same answer on a busy machine), a
+    wall-clock limit four times that as a backstop, ``workers`` threads and a fixed seed."""
+    from ortools.sat.python import cp_model  # imported on first use: it takes a while
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_deterministic_time = time_limit
+    solver.parameters.max_time_in_seconds = time_limit * 4
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = 7
+    return solver
 
 
 def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, required_key: str | None,
@@ -65,7 +68,7 @@ def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, req
     for n in index.nodes:
         if allowed is not None and not allowed[n.index]:
             continue
-        caps = tuple(_cap(n, r) if masks[k][n.index] else 0 for k, r in enumerate(reps))
+        caps = tuple(room_for(n, r) if masks[k][n.index] else 0 for k, r in enumerate(reps))
         if not any(caps):
             continue
         rdom = n.labels.get(required_key) if required_key else None
@@ -153,11 +156,7 @@ def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, req
     model.minimize(w_dom * sum(pvar.values()) + w_nodes * sum(used_terms) + sum(frag_terms))
     if hint:
         _add_hint(model, hint, assign, len(shape_list) == 1, shape_list, classes)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_deterministic_time = time_limit
-    solver.parameters.max_time_in_seconds = time_limit * 4
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = 7
+    solver = new_solver(time_limit, workers)
     status = solver.solve(model)
     stats = SolveStats(solver.status_name(status), solver.wall_time, nvars, len(keys))
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from kaid.model.objects import Node, Pod
 from kaid.placement.cpsat import solve_gang
 from kaid.placement.index import Devices, NodeIndex
+from kaid.placement.predicates import room_for
 
 Placements = list[tuple[Pod, Node, Devices]]
 
@@ -76,13 +77,7 @@ def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tup
     for n in candidates:
         if not mask[n.index] or (allowed is not None and not allowed[n.index]):
             continue
-        cap = n.alloc_pods - n.used_pods
-        if pod.gpu_whole:
-            cap = min(cap, n.idle // pod.gpu_whole)
-        if pod.cpu:
-            cap = min(cap, (n.alloc_cpu - n.used_cpu) // pod.cpu)
-        if pod.mem:
-            cap = min(cap, (n.alloc_mem - n.used_mem) // pod.mem)
+        cap = room_for(n, pod)
         if cap > 0:
             out.append((n, cap))
     return out

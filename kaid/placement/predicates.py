@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.model.objects import Node, Pod
+from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
 
 
@@ -23,31 +24,6 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
     return False
 
 
-def _match_expression(expr: dict[str, Any], labels: dict[str, str], node_name: str) -> bool:
-    key = str(expr.get("key", ""))
-    op = expr.get("operator")
-    values = [str(v) for v in expr.get("values") or []]
-    if expr.get("field"):
-        present, value = key == "metadata.name", node_name
-    else:
-        present, value = key in labels, labels.get(key, "")
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        try:
-            a, b = int(value), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return present and (a > b if op == "Gt" else a < b)
-    return False
-
-
 def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     """The first node-level reason the pod can never go to this node this cycle, or None."""
     if not node.ready:
@@ -58,7 +34,7 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
         if node.labels.get(k) != v:
             return NodeFailure.NODE_SELECTOR
     if pod.affinity and not any(
-        all(_match_expression(e, node.labels, node.name) for e in term) for term in pod.affinity
+        all(matches_expression(e, node.labels, node.name) for e in term) for term in pod.affinity
     ):
         return NodeFailure.AFFINITY
     for taint in node.taints:
@@ -101,6 +77,19 @@ def resource_failure(node: Node, pod: Pod) -> NodeFailure | None:
         if shared_devices(node, pod) is None:
             return NodeFailure.INSUFFICIENT_GPU_SHARE if node.gpus else NodeFailure.INSUFFICIENT_GPU
     return None
+
+
+def room_for(node: Node, pod: Pod) -> int:
+    """How many pods of ``pod``'s shape (whole GPUs, cpu, memory, one pod slot each; shared GPUs aside) the
+    node can take now, on resources alone."""
+    room = node.alloc_pods - node.used_pods
+    if pod.gpu_whole:
+        room = min(room, node.idle // pod.gpu_whole)
+    if pod.cpu:
+        room = min(room, (node.alloc_cpu - node.used_cpu) // pod.cpu)
+    if pod.mem:
+        room = min(room, (node.alloc_mem - node.used_mem) // pod.mem)
+    return max(0, room)
 
 
 def whole_devices(node: Node, count: int) -> tuple[int, ...]:

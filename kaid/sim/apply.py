@@ -5,67 +5,40 @@ for their new node), and stale-gang marks are recorded on the PodGroup."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.api.meta import format_time, object_key
 from kaid.cycle import Bind, Decisions
+from kaid.model.pods import mark_bound, mark_pipelined
+from kaid.model.vocabulary import PodPhase
 
 Obj = dict[str, Any]
 
 
-def iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def pod_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-
-
-def _devices(obj: Obj, bind: Bind) -> None:
-    meta = obj.setdefault("metadata", {})
-    anns = meta.setdefault("annotations", {})
-    if bind.devices:
-        anns[c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in bind.devices)
-    else:
-        anns.pop(c.GPU_DEVICES_ANNOTATION, None)
-    if bind.gpu_group:
-        meta.setdefault("labels", {})[c.GPU_GROUP_LABEL] = bind.gpu_group
-
-
 def bind_pod(obj: Obj, bind: Bind, now: float) -> None:
-    """What kaid's binder writes: the node, the GPU group label and the device annotation; here the
-    pod also starts running at once, as a kubelet would make it."""
-    spec = obj.setdefault("spec", {})
+    """What kaid's binder writes (``mark_bound``); here the pod also starts running at once, as a kubelet
+    would make it."""
+    mark_bound(obj, bind.node, bind.devices, bind.gpu_group)
     status = obj.setdefault("status", {})
-    spec["nodeName"] = bind.node
-    status["phase"] = "Running"
-    status["startTime"] = iso(now)
-    anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
-    anns.pop(c.PIPELINED_NODE_ANNOTATION, None)
-    anns.pop(c.PIPELINED_ACTION_ANNOTATION, None)
-    _devices(obj, bind)
+    status["phase"] = PodPhase.RUNNING.value
+    status["startTime"] = format_time(now)
 
 
 def pipeline_pod(obj: Obj, bind: Bind) -> None:
     """A pod reserved on a node whose resources evictions are freeing (moved pods restart there)."""
-    spec = obj.setdefault("spec", {})
+    obj.setdefault("spec", {}).pop("nodeName", None)
     status = obj.setdefault("status", {})
-    spec.pop("nodeName", None)
-    status["phase"] = "Pending"
+    status["phase"] = PodPhase.PENDING.value
     status.pop("startTime", None)
-    anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
-    anns[c.PIPELINED_NODE_ANNOTATION] = bind.node
-    anns[c.PIPELINED_ACTION_ANNOTATION] = bind.action
-    _devices(obj, bind)
+    mark_pipelined(obj, bind.node, bind.action, bind.devices, bind.gpu_group)
 
 
 def reset_pod(obj: Obj) -> None:
     """An evicted pod made again by its controller: pending, on no node."""
     obj.setdefault("spec", {}).pop("nodeName", None)
     status = obj.setdefault("status", {})
-    status["phase"] = "Pending"
+    status["phase"] = PodPhase.PENDING.value
     status.pop("startTime", None)
     anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
     for key in (c.PIPELINED_NODE_ANNOTATION, c.PIPELINED_ACTION_ANNOTATION, c.GPU_DEVICES_ANNOTATION):
@@ -75,7 +48,7 @@ def reset_pod(obj: Obj) -> None:
 
 def apply(objects: list[Obj], decisions: Decisions, now: float) -> list[str]:
     """Apply the decisions in place; return the keys of the pods that were evicted and are gone."""
-    pods = {pod_key(o): o for o in objects if o.get("kind") == "Pod"}
+    pods = {object_key(o): o for o in objects if o.get("kind") == "Pod"}
     for b in decisions.binds:
         obj = pods.get(b.pod)
         if obj is not None:
@@ -87,15 +60,15 @@ def apply(objects: list[Obj], decisions: Decisions, now: float) -> list[str]:
     moved = {b.pod for b in decisions.pipelined}
     gone = {e.pod for e in decisions.evictions if e.pod not in moved}
     if gone:
-        objects[:] = [o for o in objects if not (o.get("kind") == "Pod" and pod_key(o) in gone)]
+        objects[:] = [o for o in objects if not (o.get("kind") == "Pod" and object_key(o) in gone)]
     if decisions.stale:
         mark_stale(objects, decisions.stale, decisions.stale_pods)
     return sorted(gone)
 
 
 def mark_stale(objects: list[Obj], marks: dict[str, float | None], members: dict[str, list[str]]) -> None:
-    groups = {pod_key(o): o for o in objects if o.get("kind") == "PodGroup"}
-    pods = {pod_key(o): o for o in objects if o.get("kind") == "Pod"}
+    groups = {object_key(o): o for o in objects if o.get("kind") == "PodGroup"}
+    pods = {object_key(o): o for o in objects if o.get("kind") == "Pod"}
     for job_key, since in marks.items():
         targets = [groups[job_key]] if job_key in groups else [
             pods[k] for k in members.get(job_key, []) if k in pods]
@@ -104,5 +77,5 @@ def mark_stale(objects: list[Obj], marks: dict[str, float | None], members: dict
             if since is None:
                 anns.pop(c.STALE_SINCE_ANNOTATION, None)
             else:
-                anns[c.STALE_SINCE_ANNOTATION] = iso(since)
+                anns[c.STALE_SINCE_ANNOTATION] = format_time(since)
 

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.api import meta
 from kaid.api.config import SchedulerConfig
+from kaid.api.meta import format_time
 from kaid.cycle import run_cycle
 from kaid.fairshare import decay_usage
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import GPU
-from kaid.sim.apply import bind_pod, iso, mark_stale, pipeline_pod, reset_pod
+from kaid.sim.apply import bind_pod, mark_stale, pipeline_pod, reset_pod
 from kaid.sim.workload import JobSpec, QueueLoad, WorkloadProfile
 
 Obj = dict[str, Any]
@@ -70,7 +72,7 @@ def builtin_profile(seed: int = 0, hours: float = 6.0) -> WorkloadProfile:
 
 
 def job_objects(job: JobSpec, now: float) -> list[Obj]:
-    created = iso(now)
+    created = format_time(now)
     objs: list[Obj] = [{
         "apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
         "metadata": {"name": job.name, "namespace": NAMESPACE, "creationTimestamp": created},
@@ -257,11 +259,10 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
 
 
 def _belongs(obj: Obj, jobs: set[str]) -> bool:
-    meta = obj.get("metadata") or {}
-    if meta.get("namespace") != NAMESPACE:
+    if meta.meta(obj).get("namespace") != NAMESPACE:
         return False
     if obj.get("kind") == "PodGroup":
-        return meta.get("name") in jobs
+        return meta.name(obj) in jobs
     if obj.get("kind") == "Pod":
-        return (meta.get("annotations") or {}).get(c.POD_GROUP_ANNOTATION) in jobs
+        return meta.annotations_of(obj).get(c.POD_GROUP_ANNOTATION) in jobs
     return False

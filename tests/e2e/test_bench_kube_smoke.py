@@ -5,7 +5,7 @@ The benchmark starts (and stops) its own control plane rather than sharing the s
 fixture: it installs kai's manifests, scales the kaid Deployment to 0, adds GPU nodes and starts
 kube-scheduler, all of which would change what the other end-to-end tests see.
 
-Nothing here looks at how long anything took (DESIGN section 5: benchmarks never fail on time).
+Nothing here looks at how long anything took (docs/architecture.md: benchmarks never fail on time).
 """
 
 from __future__ import annotations
