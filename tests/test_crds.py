@@ -6,7 +6,7 @@ import yaml
 
 from kaid.api.crdgen import crd_documents, render
 
-CRDS = Path(__file__).resolve().parent.parent / "manifests" / "crds"
+CRDS = Path(__file__).resolve().parent.parent / "manifests" / "helm" / "kai" / "crds"
 
 
 def test_crd_files_match_models() -> None:

@@ -1,4 +1,6 @@
-"""Generate the CRD manifests in ``manifests/crds/`` from the pydantic models in ``kaid.api.crds``.
+"""Generate the CRD manifests in ``manifests/helm/kai/crds/`` from the pydantic models in ``kaid.api.crds``.
+
+The Helm chart installs them from there, and ``manifests/kustomization.yaml`` lists them too.
 
 The models are the one source of truth; ``tests/test_crds.py`` fails when the files are stale. Run
 ``python -m kaid.api.crdgen`` to rewrite them.
@@ -127,7 +129,7 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out = Path((argv or sys.argv[1:] or ["manifests/crds"])[0])
+    out = Path((argv or sys.argv[1:] or ["manifests/helm/kai/crds"])[0])
     out.mkdir(parents=True, exist_ok=True)
     for name, doc in crd_documents().items():
         (out / name).write_text(render(doc))

@@ -1,7 +1,7 @@
 """Pydantic models of kai's custom resources: the one source of truth for their schemas.
 
-The CRD manifests in ``manifests/crds/`` are generated from these models (``kaid.api.crdgen``) and a
-test checks that they are current. The engine validates incoming objects with them and turns every
+The CRD manifests in ``manifests/helm/kai/crds/`` are generated from these models (``kaid.api.crdgen``)
+and a test checks that they are current. The engine validates incoming objects with them and turns every
 validation error into a reason on the object, never an exception that stops the cycle.
 """
 

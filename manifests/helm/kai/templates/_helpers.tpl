@@ -1,0 +1,77 @@
+{{/* The kaid image: <global.registry>/<image.name>:<global.tag or appVersion>. */}}
+{{- define "kai.image" -}}
+{{- $tag := .Values.global.tag | default .Chart.AppVersion -}}
+{{- if .Values.global.registry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .Values.global.registry) .Values.image.name $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.name $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of one component's objects; the argument is the component's name. */}}
+{{- define "kai.labels" -}}
+app.kubernetes.io/name: {{ . }}
+app.kubernetes.io/part-of: kai
+{{- end -}}
+
+{{/* Pod spec fields every kai Deployment shares: pull secrets, placement, priority, non-root. */}}
+{{- define "kai.podCommon" -}}
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.global.nodeSelector }}
+nodeSelector: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.global.tolerations }}
+tolerations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.global.affinity }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.global.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- include "kai.podSecurityContext" . }}
+{{- end -}}
+
+{{- define "kai.podSecurityContext" }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{/* A container that cannot write its image or gain privileges. */}}
+{{- define "kai.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/* runtimeClassName the webhook gives shared-GPU pods: KAI's gpuFractionRuntimeClassName wins over
+     its older gpuPodRuntimeClassName, as in KAI. */}}
+{{- define "kai.gpuPodRuntimeClassName" -}}
+{{- if hasKey .Values.admission "gpuFractionRuntimeClassName" -}}
+{{- .Values.admission.gpuFractionRuntimeClassName -}}
+{{- else -}}
+{{- .Values.admission.gpuPodRuntimeClassName -}}
+{{- end -}}
+{{- end -}}
+
+{{/* runtimeClassName of reservation pods: global.resourceReservation's, else KAI's binder.runtimeClassName. */}}
+{{- define "kai.reservationRuntimeClassName" -}}
+{{- .Values.global.resourceReservation.runtimeClassName | default (dig "runtimeClassName" "" (.Values.binder | default dict)) -}}
+{{- end -}}
+
+{{/* kaid's config file: what the KAI-named values stand for, overridden by .Values.config. */}}
+{{- define "kai.config" -}}
+{{- $derived := dict
+  "defaultQueue" .Values.defaultQueue.childName
+  "placement" (dict "gpu" .Values.scheduler.placementStrategy "cpu" .Values.scheduler.placementStrategy)
+  "leaderElection" (dict "enabled" .Values.global.leaderElection "namespace" .Release.Namespace "name" "kai-scheduler")
+  "metricsPort" .Values.scheduler.ports.metricsPort
+-}}
+{{- toYaml (mustMergeOverwrite $derived (deepCopy .Values.config)) -}}
+{{- end -}}

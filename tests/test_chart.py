@@ -1,0 +1,213 @@
+"""The Helm chart (manifests/helm/kai) with the real helm: lint, templates for the default and the
+GPU-sharing values, the values schema, KAI's value names, and the kustomize manifests rendered from it.
+
+helm is built from its Go module by .ci/helm/build.sh the first time (a few minutes; cached afterwards).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kaid.api.config import SchedulerConfig
+
+from .chart import (
+    CHART,
+    HEADER,
+    MANIFESTS,
+    SCHEMA,
+    Helm,
+    HelmError,
+    ensure_helm,
+    helm_cached,
+    kustomize_files,
+    stale_generated_files,
+    values_schema,
+)
+
+Obj = dict[str, Any]
+GPU_SHARING = {"global": {"gpuSharing": True}}
+
+
+@pytest.fixture(scope="session")
+def helm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    capture: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    if capman is not None and not helm_cached():
+        capture = capman.global_and_fixture_disabled()  # a cold build: let its progress reach the terminal
+    with capture:
+        binary = ensure_helm()
+    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
+
+
+def objects(rendered: str) -> list[Obj]:
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def kinds(objs: list[Obj]) -> Counter[str]:
+    return Counter(o["kind"] for o in objs)
+
+
+def find(objs: list[Obj], kind: str, name: str) -> Obj:
+    matches = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} rendered"
+    return matches[0]
+
+
+def kaid_config(objs: list[Obj]) -> SchedulerConfig:
+    """The scheduler's config file as rendered, validated by kaid's own model."""
+    data = yaml.safe_load(find(objs, "ConfigMap", "kai-scheduler-config")["data"]["config.yaml"])
+    return SchedulerConfig.model_validate(data)
+
+
+def containers(objs: list[Obj]) -> Iterator[Obj]:
+    for o in objs:
+        spec = o.get("spec", {}).get("template", {}).get("spec", {})
+        yield from spec.get("containers", [])
+
+
+# --------------------------------------------------------------------------------------------------
+# One source of truth
+
+
+def test_kustomize_manifests_are_rendered_from_the_chart(helm: Helm) -> None:
+    expected = kustomize_files(helm)
+    for path, text in expected.items():
+        assert path.exists(), f"{path} is missing: run `python -m tests.chart`"
+        assert path.read_text() == text, f"{path} is stale: edit the chart, then run `python -m tests.chart`"
+    assert stale_generated_files(expected) == [], "generated files the chart no longer renders: python -m tests.chart"
+    # every kustomize file of the install is either rendered or listed as kept by hand
+    assert MANIFESTS / "kustomization.yaml" in expected and (MANIFESTS / "namespace.yaml").exists()
+
+
+def test_values_schema_config_part_is_kaids_config_model() -> None:
+    assert SCHEMA.read_text() == values_schema(), f"{SCHEMA} is stale: run `python -m tests.chart`"
+
+
+def test_every_chart_value_is_documented_in_values_yaml_and_the_schema() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    text = (CHART / "values.yaml").read_text()
+
+    def walk(node: Obj, props: Obj, path: str) -> None:
+        for key, value in node.items():
+            where = f"{path}{key}"
+            assert key in props, f"{where} in values.yaml is not in values.schema.json"
+            prop = props[key]
+            if path.startswith("config"):
+                continue  # kaid's own settings: described by kaid/api/config.py
+            assert prop.get("description"), f"{where} has no description in values.schema.json"
+            if isinstance(value, dict) and "properties" in prop:
+                walk(value, prop["properties"], where + ".")
+
+    walk(values, schema["properties"], "")
+    # each top-level section carries a comment in values.yaml
+    for key in values:
+        line = text.splitlines().index(f"{key}:")
+        assert text.splitlines()[line - 1].startswith("#"), f"{key} in values.yaml has no comment above it"
+
+
+# --------------------------------------------------------------------------------------------------
+# helm lint and template
+
+
+@pytest.mark.parametrize("values", [{}, GPU_SHARING], ids=["default", "gpu-sharing"])
+def test_helm_lint(helm: Helm, values: Obj, tmp_path: Path) -> None:
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps(values))
+    out = helm.run("lint", "--strict", str(CHART), "--namespace", "kai-scheduler", "--values", str(path))
+    assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout
+
+
+def test_template_default(helm: Helm) -> None:
+    objs = objects(helm.template())
+    assert kinds(objs) == {
+        "PriorityClass": 4, "PodDisruptionBudget": 1, "ServiceAccount": 1, "ConfigMap": 1, "ClusterRole": 1,
+        "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Service": 1, "Deployment": 1, "Queue": 2,
+    }  # fmt: skip
+    deploy = find(objs, "Deployment", "kai-scheduler")
+    assert deploy["spec"]["replicas"] == 2
+    pod = deploy["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (kaid,) = pod["containers"]
+    assert kaid["image"] == "ghcr.io/kai-scheduler/kaid:0.1.0"
+    assert kaid["securityContext"]["readOnlyRootFilesystem"] is True
+    assert kaid["args"][:3] == ["run", "--config", "/etc/kai/config.yaml"]
+    config = kaid_config(objs)
+    assert config.leaderElection.enabled and config.leaderElection.namespace == "kai-scheduler"
+    assert config.defaultQueue == "default-queue"
+    queue = find(objs, "Queue", "default-queue")
+    assert queue["spec"]["parentQueue"] == "default-parent-queue"
+    assert queue["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_template_follows_the_release_namespace(helm: Helm) -> None:
+    objs = objects(helm.template(namespace="kai-system"))
+    namespaced = [o for o in objs if "namespace" in o["metadata"]]
+    assert namespaced and {o["metadata"]["namespace"] for o in namespaced} == {"kai-system"}
+    assert find(objs, "ClusterRoleBinding", "kai-scheduler")["subjects"][0]["namespace"] == "kai-system"
+    assert kaid_config(objs).leaderElection.namespace == "kai-system"
+
+
+def test_kai_named_values_mean_what_they_mean_in_kai(helm: Helm) -> None:
+    objs = objects(helm.template({
+        "global": {"registry": "registry.local/kai/", "tag": "v9", "leaderElection": False,
+                   "imagePullSecrets": [{"name": "pull"}]},
+        "scheduler": {"placementStrategy": "spread", "replicas": 1},
+        "defaultQueue": {"childName": "team-default", "parentName": "org"},
+        "defaultPriorityClasses": {"enabled": False},
+    }))  # fmt: skip
+    assert {c["image"] for c in containers(objs)} == {"registry.local/kai/kaid:v9"}
+    config = kaid_config(objs)
+    assert config.placement.gpu == config.placement.cpu == "spread"
+    assert config.defaultQueue == "team-default" and not config.leaderElection.enabled
+    assert find(objs, "Queue", "team-default")["spec"]["parentQueue"] == "org"
+    assert "PriorityClass" not in kinds(objs) and "PodDisruptionBudget" not in kinds(objs)
+    pod = find(objs, "Deployment", "kai-scheduler")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "pull"}]
+
+
+def test_config_value_wins_over_the_values_it_overlaps(helm: Helm) -> None:
+    objs = objects(helm.template({"config": {"placement": {"gpu": "spread"}, "cyclePeriodSeconds": 2}}))
+    config = kaid_config(objs)
+    assert config.placement.gpu == "spread" and config.placement.cpu == "binpack"
+    assert config.cyclePeriodSeconds == 2
+
+
+def test_optional_parts(helm: Helm) -> None:
+    objs = objects(helm.template({
+        "defaultQueue": {"createDefaultQueue": False},
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+    }))  # fmt: skip
+    assert "Queue" not in kinds(objs)
+    monitor = find(objs, "ServiceMonitor", "kai-scheduler")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"global": {"gpuSharng": True}}, "gpuSharng"),
+        ({"scheduler": {"replicas": "two"}}, "replicas"),
+        ({"scheduler": {"placementStrategy": "pack"}}, "placementStrategy"),
+        ({"config": {"cyclePeriodSecond": 1}}, "cyclePeriodSecond"),
+        ({"config": {"placement": {"gangSolver": "magic"}}}, "gangSolver"),
+        ({"defaultQueue": {"childResources": {"gpu": {"quota": -2}}}}, "quota"),
+    ],
+    ids=["misspelt-key", "wrong-type", "bad-enum", "config-misspelt", "config-bad-enum", "queue-quota"],
+)
+def test_schema_rejects_bad_values_naming_them(helm: Helm, values: Obj, message: str) -> None:
+    with pytest.raises(HelmError, match=message):
+        helm.template(values)
+
+
+def test_generated_files_carry_the_header() -> None:
+    for path in (MANIFESTS / "deployment.yaml", MANIFESTS / "rbac.yaml", MANIFESTS / "default-queues" / "queues.yaml"):
+        assert path.read_text().startswith(HEADER)
