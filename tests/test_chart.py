@@ -6,7 +6,6 @@ helm is built from its Go module by .ci/helm/build.sh the first time (a few minu
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -25,8 +24,6 @@ from .chart import (
     SCHEMA,
     Helm,
     HelmError,
-    ensure_helm,
-    helm_cached,
     kustomize_files,
     stale_generated_files,
     values_schema,
@@ -34,17 +31,6 @@ from .chart import (
 
 Obj = dict[str, Any]
 GPU_SHARING = {"global": {"gpuSharing": True}}
-
-
-@pytest.fixture(scope="session")
-def helm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    capture: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if capman is not None and not helm_cached():
-        capture = capman.global_and_fixture_disabled()  # a cold build: let its progress reach the terminal
-    with capture:
-        binary = ensure_helm()
-    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
 
 
 def objects(rendered: str) -> list[Obj]:
