@@ -1,0 +1,64 @@
+"""The kaid image, built without a container engine by .ci/image/build.sh (Debian root file system by
+debootstrap, kai installed into it, packed by umoci): its OCI config says what the chart relies on, and
+``kaid --help`` / ``kaictl version`` run inside it as the non-root user on a read-only root.
+
+The first build takes a few minutes (cached afterwards; a change to kai's code rebuilds only the last
+step). It needs root, for debootstrap and chroot; elsewhere the test is skipped and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD = REPO_ROOT / ".ci" / "image" / "build.sh"
+VERSION = "0.1.0"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("chroot") is None or shutil.which("unshare") is None,
+    reason="the image build needs root, chroot and unshare (debootstrap); run `sudo bash .ci/image/build.sh`",
+)
+
+
+@pytest.fixture(scope="module")
+def layout(request: pytest.FixtureRequest) -> Path:
+    cached = subprocess.run(["bash", str(BUILD), "--print-layout"], capture_output=True, check=False).returncode == 0
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    if capman is not None and not cached:
+        with capman.global_and_fixture_disabled():  # a cold build: let its progress reach the terminal
+            proc = subprocess.run(["bash", str(BUILD)], stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
+    else:
+        proc = subprocess.run(["bash", str(BUILD)], stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
+    assert proc.returncode == 0, f"{BUILD} failed (see its output above)"
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def blob(layout: Path, descriptor: dict[str, Any]) -> Any:
+    algorithm, digest = descriptor["digest"].split(":")
+    return json.loads((layout / "blobs" / algorithm / digest).read_text())
+
+
+def test_image_config_is_what_the_chart_runs(layout: Path) -> None:
+    index = json.loads((layout / "index.json").read_text())
+    (manifest_ref,) = [m for m in index["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == VERSION]
+    manifest = blob(layout, manifest_ref)
+    config = blob(layout, manifest["config"])["config"]
+    assert config["User"] == "65532:65532"  # the chart's runAsUser / runAsGroup
+    assert config["Entrypoint"] == ["kaid"] and config["Cmd"] == ["run", "--config", "/etc/kai/config.yaml"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert env["PATH"].startswith("/opt/kai/bin:") and env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert manifest["layers"], "the image has no layer"
+
+
+def test_kaid_and_kaictl_run_in_the_image_as_non_root_on_a_read_only_root(layout: Path) -> None:
+    proc = subprocess.run(["bash", str(BUILD), "--check"], capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage: kaid" in proc.stdout and f"kaictl {VERSION}" in proc.stdout
+    assert "uid=65532" in proc.stdout and "Read-only file system" in proc.stdout
