@@ -139,8 +139,8 @@ class Rendering:
 
 RENDERINGS = (
     Rendering(
-        MANIFESTS,
-        {"defaultQueue": {"createDefaultQueue": False}},
+        MANIFESTS,  # everything, GPU sharing included; the default queues come apart, once the CRDs exist
+        {"global": {"gpuSharing": True}, "defaultQueue": {"createDefaultQueue": False}},
         head=("namespace.yaml", *(f"helm/kai/crds/{crd.name}" for crd in sorted(CRDS.glob("*.yaml")))),
         comment="# kai with kubectl: kubectl apply -k manifests/ (the Helm chart in manifests/helm/kai is the same\n"
         "# install with values; see the README's cluster section).\n",

@@ -55,6 +55,7 @@ deps_key=$(
     {
         echo "$base_key"
         sed -n '/^dependencies/,/^]/p' "$root/pyproject.toml"
+        sed -n '/^# ---- deps/,/^# ---- end deps/p' "$0"
     } | sha
 )
 source_files() { # what goes into kai's wheel
@@ -244,6 +245,42 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 start=$SECONDS
 
+# ---- deps: the first layer, the Debian root file system with /opt/kai holding kai's dependencies -----
+# Kept with its unpacked bundle, so that kai's own layer is only what kai's wheel adds.
+deps_image() { # <base rootfs> <wheelhouse>
+    local base=$1 wheels=$2 dir="$cache/deps-$deps_key" pip wheel names=()
+    if [[ ! -f $dir/.complete ]]; then
+        log "installing kai's dependencies into /opt/kai (the image's first layer)"
+        pip=$(pip_wheel)
+        rm -rf "$tmp/deps" && mkdir -p "$tmp/deps"
+        "$umoci" init --layout "$tmp/deps/oci"
+        "$umoci" new --image "$tmp/deps/oci:deps"
+        "$umoci" unpack --image "$tmp/deps/oci:deps" "$tmp/deps/bundle" >&2
+        rm -rf "$tmp/deps/bundle/rootfs" && cp -a "$base" "$tmp/deps/bundle/rootfs"
+        local rootfs="$tmp/deps/bundle/rootfs"
+        rm -f "$rootfs/.complete"
+        mkdir -p "$rootfs/build/wheels"
+        cp "$pip" "$rootfs/build/"
+        for wheel in "$wheels"/*.whl; do
+            cp "$wheel" "$rootfs/build/wheels/"
+            names+=("/build/wheels/$(basename "$wheel")")
+        done
+        in_root "$rootfs" python3 -m venv --without-pip /opt/kai || die "python3 -m venv failed"
+        in_root "$rootfs" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 /opt/kai/bin/python \
+            "/build/$(basename "$pip")/pip" install -q --no-index --no-deps "${names[@]}" >&2 ||
+            die "installing kai's dependencies into the image failed"
+        rm -rf "$rootfs/build" "$rootfs"/tmp/* "$rootfs"/root/.cache
+        : >"$rootfs/etc/resolv.conf" # the runtime provides it
+        "$umoci" repack --refresh-bundle --image "$tmp/deps/oci:deps" \
+            --history.created_by "debootstrap $suite minbase + $packages; kai's dependencies in /opt/kai" \
+            "$tmp/deps/bundle" >&2
+        touch "$tmp/deps/.complete"
+        mv -T "$tmp/deps" "$dir"
+    fi
+    printf '%s\n' "$dir"
+}
+# ---- end deps
+
 # ---- kai ----------------------------------------------------------------------------------------------
 log "building kaid $version ($entry)"
 umoci=$(umoci_binary)
@@ -252,33 +289,30 @@ mkdir -p "$tmp/dist"
 python3 -m pip wheel -q --no-deps -w "$tmp/dist" "$root" >&2 || die "building kai's wheel failed"
 kai_wheel=$(ls "$tmp"/dist/kai-*.whl)
 wheels=$(wheelhouse "$base" "$kai_wheel")
+deps=$(deps_image "$base" "$wheels")
 pip=$(pip_wheel)
 
-log "installing kai into /opt/kai"
-rootfs="$tmp/rootfs"
-cp -a "$base" "$rootfs"
-rm -f "$rootfs/.complete"
+# The dependencies' layout, linked (blobs are never written in place; index.json, which umoci rewrites,
+# is copied), and their bundle, copied (umoci's diff counts a file's links, so a linked tree would differ
+# in every file).
+log "installing kai into /opt/kai (the image's second layer)"
+layout="$tmp/out/oci"
+mkdir -p "$tmp/out" "$tmp/bundle"
+cp -al "$deps/oci" "$layout"
+cp --remove-destination "$deps/oci/index.json" "$layout/index.json"
+cp -a "$deps/bundle/." "$tmp/bundle/"
+rootfs="$tmp/bundle/rootfs"
 mkdir -p "$rootfs/build"
-cp -al "$wheels" "$rootfs/build/wheels" 2>/dev/null || cp -a "$wheels" "$rootfs/build/wheels"
 cp "$pip" "$kai_wheel" "$rootfs/build/"
-in_root "$rootfs" python3 -m venv --without-pip /opt/kai || die "python3 -m venv failed"
 in_root "$rootfs" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 /opt/kai/bin/python \
-    "/build/$(basename "$pip")/pip" install -q --no-index --find-links /build/wheels \
-    "/build/$(basename "$kai_wheel")" >&2 || die "installing kai into the image failed"
-rm -rf "$rootfs/build" "$rootfs"/tmp/* "$rootfs"/root/.cache
-: >"$rootfs/etc/resolv.conf"  # the runtime provides it
+    "/build/$(basename "$pip")/pip" install -q --no-index "/build/$(basename "$kai_wheel")" >&2 ||
+    die "installing kai into the image failed"
+rm -rf "$rootfs/build"
+rootfs_bytes=$(du -sb "$rootfs" | cut -f1)
 
 log "packing the OCI image"
-layout="$tmp/out/oci"
-mkdir -p "$tmp/out"
-"$umoci" init --layout "$layout"
-"$umoci" new --image "$layout:$version"
-"$umoci" unpack --image "$layout:$version" "$tmp/bundle" >&2
-rootfs_bytes=$(du -sb "$rootfs" | cut -f1)
-rm -rf "$tmp/bundle/rootfs" && mv "$rootfs" "$tmp/bundle/rootfs"
-"$umoci" repack --image "$layout:$version" "$tmp/bundle" >&2
-# What the Dockerfile says too: the non-root user, kaid as the entry point, Python writing no bytecode
-# (the root file system is read-only; everything was compiled at install).
+"$umoci" repack --image "$layout:$version" --history.created_by "kai $version: pip install kai" "$tmp/bundle" >&2
+"$umoci" rm --image "$layout:deps"
 "$umoci" config --image "$layout:$version" \
     --config.user "$uid:$uid" \
     --config.entrypoint kaid \
@@ -290,7 +324,7 @@ rm -rf "$tmp/bundle/rootfs" && mv "$rootfs" "$tmp/bundle/rootfs"
     --config.label "org.opencontainers.image.title=kaid" \
     --config.label "org.opencontainers.image.version=$version" \
     --config.label "org.opencontainers.image.description=kai, a GPU scheduler for Kubernetes (kaid, kaictl)" \
-    --history.created_by ".ci/image/build.sh (debootstrap $suite minbase + $packages, kai $version)"
+    --history.created_by ".ci/image/build.sh: user, entry point, environment"
 "$umoci" gc --layout "$layout"
 rm -rf "$tmp/bundle"
 
