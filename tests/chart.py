@@ -9,11 +9,9 @@ from it, and fills the ``config`` part of its values schema from kaid's config m
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kaid.api.config import SchedulerConfig
+
+from .build_script import is_built, run_build
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = REPO_ROOT / "manifests"
@@ -47,34 +47,13 @@ class HelmError(RuntimeError):
 
 def helm_cached() -> bool:
     """Whether ``build.sh`` would return without building (or ``KAI_HELM`` is set)."""
-    if os.environ.get("KAI_HELM"):
-        return True
-    proc = subprocess.run(["bash", str(HELM_BUILD), "--print-binary"], capture_output=True, check=False, timeout=60)
-    return proc.returncode == 0
+    return bool(os.environ.get("KAI_HELM")) or is_built(HELM_BUILD, "--print-binary")
 
 
 def ensure_helm(*, output: IO[str] | None = None, timeout: float = 3600.0) -> Path:
     """The helm binary, built first when it is not cached (progress to ``output``, default stderr)."""
     override = os.environ.get("KAI_HELM")
-    if override:
-        return Path(override)
-    proc = subprocess.Popen(
-        ["bash", str(HELM_BUILD)], stdout=subprocess.PIPE, stderr=output, stdin=subprocess.DEVNULL, text=True,
-        start_new_session=True,  # a timeout or an interrupt stops the Go compilers too
-    )  # fmt: skip
-    try:
-        stdout, _ = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # build.sh removes its temporary directory
-        proc.wait()
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise HelmError(f"{HELM_BUILD} did not finish within {timeout:.0f}s") from exc
-        raise
-    lines = stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise HelmError(f"{HELM_BUILD} failed with exit status {proc.returncode} (see its output above)")
-    return Path(lines[-1])
+    return Path(override) if override else run_build(HELM_BUILD, output=output, timeout=timeout, error=HelmError)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from .build_script import is_built, progress_shown, run_build
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD = REPO_ROOT / ".ci" / "image" / "build.sh"
 VERSION = "0.1.0"
@@ -36,15 +38,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def layout(request: pytest.FixtureRequest) -> Path:
-    cached = subprocess.run(["bash", str(BUILD), "--print-layout"], capture_output=True, check=False).returncode == 0
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if capman is not None and not cached:
-        with capman.global_and_fixture_disabled():  # a cold build: let its progress reach the terminal
-            proc = subprocess.run(["bash", str(BUILD)], stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
-    else:
-        proc = subprocess.run(["bash", str(BUILD)], stdout=subprocess.PIPE, text=True, timeout=3600, check=False)
-    assert proc.returncode == 0, f"{BUILD} failed (see its output above)"
-    return Path(proc.stdout.strip().splitlines()[-1])
+    with progress_shown(request, is_built(BUILD, "--print-layout")):
+        return run_build(BUILD, timeout=3600)
 
 
 def blob(layout: Path, descriptor: dict[str, Any]) -> Any:

@@ -6,7 +6,6 @@ shown live); later runs reuse the cache. ``KAI_SKIP_E2E=1`` skips every test in 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import uuid
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ..build_script import progress_shown
 from .controlplane import ControlPlane, binaries_cached, ensure_binaries
 
 E2E_DIR = Path(__file__).resolve().parent
@@ -46,12 +46,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """A running control plane shared by the whole session; stopped at the end, whatever happens."""
     if _skip_requested():
         pytest.skip(SKIP_REASON)
-    capture: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
-    capman = request.config.pluginmanager.getplugin("capturemanager")
-    if capman is not None and not binaries_cached():
-        # A cold build takes a long time: let its progress lines reach the terminal.
-        capture = capman.global_and_fixture_disabled()
-    with capture:
+    with progress_shown(request, binaries_cached()):
         bindir = ensure_binaries()
     cp = ControlPlane(bindir=bindir)
     cp.start()  # stops whatever it started if it fails

@@ -47,6 +47,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ..build_script import is_built, run_build
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = REPO_ROOT / ".ci" / "controlplane"
 BUILD_SCRIPT = CONTROLPLANE_DIR / "build.sh"
@@ -105,33 +107,8 @@ def ensure_binaries(*, output: IO[str] | None = None, timeout: float = 7200.0) -
     its cache is complete. Its progress lines go to ``output`` (default: this process's stderr).
     """
     override = os.environ.get("KAI_CONTROLPLANE_BIN")
-    if override:
-        bindir = Path(override)
-    else:
-        # Own process group, so a timeout or an interrupt stops the go compilers too.
-        proc = subprocess.Popen(
-            ["bash", str(BUILD_SCRIPT)],
-            stdout=subprocess.PIPE,
-            stderr=output,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            stdout, _ = proc.communicate(timeout=timeout)
-        except BaseException as exc:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)  # build.sh removes its temporary directory
-            proc.wait()
-            if isinstance(exc, subprocess.TimeoutExpired):
-                raise ControlPlaneError(f"{BUILD_SCRIPT} did not finish within {timeout:.0f}s") from exc
-            raise
-        if proc.returncode != 0:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit status {proc.returncode} (see its output above)")
-        lines = stdout.strip().splitlines()
-        if not lines:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} printed no bin dir")
-        bindir = Path(lines[-1])
+    bindir = Path(override) if override else run_build(BUILD_SCRIPT, output=output, timeout=timeout,
+                                                        error=ControlPlaneError)
     missing = [b for b in BINARIES if not os.access(bindir / b, os.X_OK)]
     if missing:
         raise ControlPlaneError(f"missing control-plane binaries in {bindir}: {', '.join(missing)}")
@@ -140,12 +117,7 @@ def ensure_binaries(*, output: IO[str] | None = None, timeout: float = 7200.0) -
 
 def binaries_cached() -> bool:
     """Whether ``build.sh`` would return without building (or ``KAI_CONTROLPLANE_BIN`` is set)."""
-    if os.environ.get("KAI_CONTROLPLANE_BIN"):
-        return True
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--print-bindir"], capture_output=True, text=True, check=False, timeout=60
-    )
-    return proc.returncode == 0
+    return bool(os.environ.get("KAI_CONTROLPLANE_BIN")) or is_built(BUILD_SCRIPT, "--print-bindir")
 
 
 # --------------------------------------------------------------------------------------------------
