@@ -82,6 +82,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks.common import ratio as _ratio
 from kaid.api import constants as c
 from kaid.kube.client import ApiError, KubeClient
+from kaid.kube.startup import TRICKS as STARTUP_TRICKS
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, pinned_versions
 
 Obj = dict[str, Any]
@@ -489,7 +490,7 @@ class Options:
 class KaidProcess:
     """``kaid run`` as a child process in its own process group (optionally under cProfile)."""
 
-    def __init__(self, cp: ControlPlane, opts: Options, workdir: Path, run_id: str) -> None:
+    def __init__(self, cp: ControlPlane, opts: Options, workdir: Path, run_id: str, startup_off: str = "") -> None:
         self.port = _free_port()
         self.log = workdir / f"kaid-{run_id}.log"
         config = workdir / f"kaid-{run_id}.yaml"
@@ -507,7 +508,9 @@ class KaidProcess:
                     f"cProfile.run('main()', {self.profile!r})")
         else:
             code = f"import sys; sys.argv = {argv!r}; from kaid.cli import main; main()"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG") and k != "KAID_STARTUP_OFF"}
+        if startup_off:
+            env["KAID_STARTUP_OFF"] = startup_off  # start-up tricks off (kaid.kube.startup)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=out,
                                             stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
@@ -684,57 +687,76 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
 
 
 def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, starts: int,
-                   log: Callable[[str], None]) -> Obj:
+                   log: Callable[[str], None], startup_off: Sequence[str] = ()) -> Obj:
     """``starts`` cold starts of ``scheduler`` on the same backlog: the time from its start to the first
-    bind the watch sees; the scheduler is killed right after, and the pods it bound are made again."""
+    bind the watch sees; the scheduler is killed right after, and the pods it bound are made again. For kaid,
+    each of ``startup_off`` (start-up tricks to turn off, ``+`` between several) is measured too, its starts
+    interleaved with the plain ones."""
     client = admin_client(cp)
     namespace, gangs, precreate, pods = _fresh_namespace(cp, wl, scheduler, opts, f"bench-start-{scheduler}")
-    by_name = {p["metadata"]["name"]: p for p in pods}
-    path = f"/api/v1/namespaces/{namespace}/pods"
-    pg_path = PODGROUP_PATH.format(ns=namespace)
-    gang_names = {j.name for j in wl.gangs}
-    firsts: list[float] = []
+    variants = ["", *startup_off] if scheduler == "kaid" else [""]
+    firsts: dict[str, list[float]] = {v: [] for v in variants}
     try:
         if gangs:
-            create_all(client, podgroup_objects(wl, namespace, precreate), lambda o: pg_path)
-        create_all(client, pods, lambda o: path)
+            create_all(client, podgroup_objects(wl, namespace, precreate), lambda o: PODGROUP_PATH.format(
+                ns=namespace))
+        create_all(client, pods, lambda o: f"/api/v1/namespaces/{namespace}/pods")
         for i in range(starts):
-            if gangs and not precreate:  # each start makes the single pods' PodGroups again, as the first did
-                for pg in client.get(pg_path).get("items") or []:
-                    if pg["metadata"]["name"] not in gang_names:
-                        with contextlib.suppress(ApiError):
-                            client.request("DELETE", f"{pg_path}/{pg['metadata']['name']}")
-            time.sleep(START_SETTLE_S)  # let the control plane finish with the clean-up (deletions, new pods)
-            wait_quiet(cp)  # ... and with anything else, as the measured runs do
-            watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
-            watcher.start()
-            kaid: KaidProcess | None = None
-            t0 = time.monotonic()
-            try:
-                if scheduler == "kaid":
-                    kaid = KaidProcess(cp, opts, opts.workdir, f"start{i}")
-                else:
-                    cp.start_kube_scheduler([f"--kube-api-qps={opts.qps:g}", f"--kube-api-burst={opts.burst}"])
-                while not watcher.bound and time.monotonic() - t0 < opts.timeout:
-                    time.sleep(0.005)
-            finally:
-                if kaid is not None:
-                    kaid.kill()
-                    if opts.keep_logs:
-                        Path(opts.keep_logs).mkdir(parents=True, exist_ok=True)
-                        shutil.copy(kaid.log, Path(opts.keep_logs) / kaid.log.name)
-                else:
-                    cp.stop_kube_scheduler()
-                watcher.close()
-            if not watcher.bound:
-                raise ControlPlaneError(f"{scheduler} bound nothing within {opts.timeout:.0f} s")
-            firsts.append(round(min(t for _, t in watcher.bound.values()) - t0, 3))
-            log(f"start {i}: {scheduler} first bind after {firsts[-1]} s")
-            _unbind(client, path, by_name)
+            for variant in variants:
+                first = _one_start(cp, client, wl, scheduler, opts, namespace, pods, variant, f"start{i}{variant}")
+                firsts[variant].append(first)
+                log(f"start {i}: {scheduler}{' without ' + variant if variant else ''} first bind after {first} s")
     finally:
         delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S)
-    return {"scheduler": scheduler, "first_bind_s": firsts, "median_s": _median(firsts),
-            "min_s": min(firsts, default=None), "max_s": max(firsts, default=None)}
+    out = {"scheduler": scheduler, **_spread(firsts[""])}
+    if len(variants) > 1:
+        out["startup_off"] = {v: _spread(firsts[v]) for v in variants[1:]}
+    return out
+
+
+def _spread(firsts: list[float]) -> Obj:
+    return {"first_bind_s": firsts, "median_s": _median(firsts), "min_s": min(firsts, default=None),
+            "max_s": max(firsts, default=None)}
+
+
+def _one_start(cp: ControlPlane, client: KubeClient, wl: Workload, scheduler: str, opts: Options, namespace: str,
+               pods: list[Obj], startup_off: str, run_id: str) -> float:
+    """One cold start on the backlog: seconds to the first bind; then the backlog is made whole again."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    pg_path = PODGROUP_PATH.format(ns=namespace)
+    if wl.gangs and opts.podgroups != "precreated":  # each start makes the single pods' PodGroups again
+        gang_names = {j.name for j in wl.gangs}
+        for pg in client.get(pg_path).get("items") or []:
+            if pg["metadata"]["name"] not in gang_names:
+                with contextlib.suppress(ApiError):
+                    client.request("DELETE", f"{pg_path}/{pg['metadata']['name']}")
+    time.sleep(START_SETTLE_S)  # let the control plane finish with the clean-up (deletions, new pods)
+    wait_quiet(cp)  # ... and with anything else, as the measured runs do
+    watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
+    watcher.start()
+    kaid: KaidProcess | None = None
+    t0 = time.monotonic()
+    try:
+        if scheduler == "kaid":
+            kaid = KaidProcess(cp, opts, opts.workdir, run_id, startup_off.replace("+", ","))
+        else:
+            cp.start_kube_scheduler([f"--kube-api-qps={opts.qps:g}", f"--kube-api-burst={opts.burst}"])
+        while not watcher.bound and time.monotonic() - t0 < opts.timeout:
+            time.sleep(0.005)
+    finally:
+        if kaid is not None:
+            kaid.kill()
+            if opts.keep_logs:
+                Path(opts.keep_logs).mkdir(parents=True, exist_ok=True)
+                shutil.copy(kaid.log, Path(opts.keep_logs) / kaid.log.name)
+        else:
+            cp.stop_kube_scheduler()
+        watcher.close()
+    if not watcher.bound:
+        raise ControlPlaneError(f"{scheduler} bound nothing within {opts.timeout:.0f} s")
+    first = round(min(t for _, t in watcher.bound.values()) - t0, 3)
+    _unbind(client, path, {p["metadata"]["name"]: p for p in pods})
+    return first
 
 
 def _unbind(client: KubeClient, path: str, pods: dict[str, Obj]) -> None:
@@ -972,11 +994,11 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
 
 
 def run_starts(cp: ControlPlane, wl: Workload, opts: Options, starts: int, schedulers: Sequence[str],
-               args: Obj | None = None) -> Obj:
+               args: Obj | None = None, startup_off: Sequence[str] = ()) -> Obj:
     """``--starts N``: only the cold start, N times per scheduler on the same backlog."""
     log = _progress(opts)
     load_before = _begin(cp, wl, schedulers, log)
-    results = {sched: measure_starts(cp, wl, sched, opts, starts, log) for sched in schedulers}
+    results = {sched: measure_starts(cp, wl, sched, opts, starts, log, startup_off) for sched in schedulers}
     k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
     return {"benchmark": "bench_kube --starts", "args": args or {},
             "machine": {**machine_info(), "loadavg_before": load_before}, "workload": wl.summary(),
@@ -989,8 +1011,9 @@ def format_starts(report: Obj) -> str:
              f"{w['nodes']} nodes; load {m['loadavg_before']} before, {m['loadavg']} after",
              f"{'scheduler':<16}{'median s':>10}{'min s':>8}{'max s':>8}  every start (s)"]
     for sched, r in report["starts"].items():
-        lines.append(f"{sched:<16}{_fmt(r['median_s']):>10}{_fmt(r['min_s']):>8}{_fmt(r['max_s']):>8}  "
-                     f"{', '.join(str(x) for x in r['first_bind_s'])}")
+        for name, v in [(sched, r), *((f"  without {k}", v) for k, v in r.get("startup_off", {}).items())]:
+            lines.append(f"{name:<16}{_fmt(v['median_s']):>10}{_fmt(v['min_s']):>8}{_fmt(v['max_s']):>8}  "
+                         f"{', '.join(str(x) for x in v['first_bind_s'])}")
     lines.append(f"first bind ratio kaid/kube-scheduler (median): {_fmt(report['ratio_first_bind'])} (lower is sooner)")
     return "\n".join(lines)
 
@@ -1025,6 +1048,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--starts", type=int, default=0, metavar="N",
                    help="instead of the runs: start each scheduler N times on the backlog, kill it at its first "
                         "bind, and report start-to-first-bind times (the part of the runs that differs)")
+    p.add_argument("--startup-off", default="", metavar="TRICK,...",
+                   help="with --starts: also measure kaid with each of these start-up tricks off (kaid.kube.startup;"
+                        " join several with +), interleaved with the plain starts")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p.parse_args(argv)
 
@@ -1042,6 +1068,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--kaid-profile profiles one run: use --repeat 1")
         if args.starts < 0 or (args.starts and args.kaid_profile):
             raise ValueError("--starts takes a positive count and no --kaid-profile")
+        unknown = {t for v in args.startup_off.split(",") for t in v.split("+") if t} - set(STARTUP_TRICKS)
+        if unknown or (args.startup_off and not args.starts):
+            raise ValueError(f"--startup-off goes with --starts and names tricks of {', '.join(STARTUP_TRICKS)}")
         wl = build_workload(args.nodes, args.pods, args.gangs, args.gang_min, args.gang_max, args.queues, args.seed)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
@@ -1058,7 +1087,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cp.start()
         if args.starts:
-            report = run_starts(cp, wl, opts, args.starts, schedulers, {**arg_record, "starts": args.starts})
+            off = [v for v in args.startup_off.split(",") if v]
+            report = run_starts(cp, wl, opts, args.starts, schedulers,
+                                {**arg_record, "starts": args.starts, "startup_off": off}, off)
         else:
             report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record)
     except ValueError as err:

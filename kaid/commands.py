@@ -34,7 +34,7 @@ def run(
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Schedule the pods of the configured scheduler name on a cluster, until SIGTERM."""
-    from kaid.kube.run import run_daemon
+    from kaid.kube.startup import run_daemon
 
     raise typer.Exit(run_daemon(kubeconfig, context, config, identity, metrics_port, metrics_address, leader_elect,
                                 log_level))

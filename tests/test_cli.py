@@ -14,9 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from kaictl.app import app as kaictl
-from kaid.cli import RUN_FLAGS, RUN_OPTIONS, main, parse_run_args
+from kaid.cli import main
 from kaid.commands import app as kaid
-from kaid.kube import run as kaid_run
+from kaid.kube import startup as kaid_run
+from kaid.kube.startup import RUN_FLAGS, RUN_OPTIONS, parse_run_args
 from tests.objects import node, pod, podgroup, queue
 
 runner = CliRunner()

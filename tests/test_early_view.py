@@ -11,9 +11,9 @@ import pytest
 
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
-from kaid.kube import cache as cache_mod
-from kaid.kube.cache import WatchCache
+from kaid.kube import startup as cache_mod
 from kaid.kube.client import KubeClient
+from kaid.kube.startup import StartingCache as WatchCache
 from kaid.model.build import build_snapshot
 from tests.objects import node, pod, queue
 

@@ -69,7 +69,7 @@ class SchedulerConfig(BaseModel):
     metricsAddress: str = Field("0.0.0.0", description="Address the metrics and health server listens on.")
     createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")
     earlyFirstCycle: bool = Field(True, description="At start, bind pending pods while the pod list still arrives "
-                                  "(allocate only, on the pods on nodes listed apart); see WatchCache.early_view.")
+                                  "(allocate only, on the pods on nodes listed apart); see kaid.kube.startup.")
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

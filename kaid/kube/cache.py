@@ -18,7 +18,6 @@ from typing import Any
 
 from kaid.api.meta import store_key
 from kaid.kube.client import ApiError, KubeClient
-from kaid.model.vocabulary import FINISHED_PHASES
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.cache")
@@ -81,8 +80,8 @@ class Informer:
         self.rv = ""
         self.relists = 0
         self.first_item: Callable[[Obj], None] | None = None  # sees each item of the first list
-        self.arrival: Callable[[Obj], None] | None = None  # the cache's own look at them (may hold the list)
-        self.arrived: list[Obj] = []  # the items of the first list so far, while it lasts (see WatchCache.early_view)
+        self.arrival: Callable[[Obj], None] | None = None  # the start's look at them (may hold the list)
+        self.arrived: list[Obj] = []  # the items of the first list so far, while it lasts (see startup.early_view)
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
 
     def start(self) -> None:
@@ -187,49 +186,17 @@ class Informer:
         self.changed.set()
 
 
-@dataclass
-class EarlyView:
-    """The cluster as a scheduler may see it before its pod list has ended (see ``WatchCache.early_view``)."""
-
-    objects: list[Obj]  # every listed object of the other kinds, the pods on nodes, the first pending pods
-    on_nodes: int  # pods that hold resources on a node (all of them, from their own list)
-    pending: int  # pending pods of this scheduler among the objects
-    arrived: int  # pods of the whole list in so far
-
-
-def _on_node(pod: Obj) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName"))
-
-
-def _pending_for(pod: Obj, scheduler: str) -> bool:
-    spec = pod.get("spec") or {}
-    return not spec.get("nodeName") and spec.get("schedulerName") == scheduler and \
-        not (pod.get("metadata") or {}).get("deletionTimestamp") and \
-        (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
-
-
 def served_group_versions(client: KubeClient) -> set[str]:
     """The group/versions the API server serves, from discovery (``/apis``, one request)."""
     data = client.get("/apis", retries=1)
     return {str(v.get("groupVersion")) for g in data.get("groups") or [] for v in g.get("versions") or []}
 
 
-HOLD_PODS_AFTER = 512  # see WatchCache: the pending pods an early first cycle may take, and then some
-HOLD_LIMIT = 1.0  # seconds the pod list is held at most, should nobody release it
-
-
 class WatchCache:
-    """Every resource listed and watched, each in its own thread.
+    """Every resource listed and watched, each in its own thread. (A starting scheduler's cache does more:
+    ``kaid.kube.startup.StartingCache``.)"""
 
-    ``early``: a starting scheduler's cache. The pods on nodes are listed apart too, and the pod list is held
-    (its bytes left unread, for at most ``HOLD_LIMIT`` seconds) once ``HOLD_PODS_AFTER`` pods without a node
-    are in, until ``release_pods``: a first cycle can bind those (``early_view``) while the rest of the list
-    waits, instead of competing with the scheduler's start for the interpreter. (The watches start as their
-    lists end, as ever: their requests take tokens of the client's rate limit, free only before the first
-    binds, while the bucket is full anyway; started after the early cycle, they cost binds 0.2 s.)"""
-
-    def __init__(self, client: KubeClient, resources: tuple[ApiResource, ...] = API_RESOURCES,
-                 early: bool = False) -> None:
+    def __init__(self, client: KubeClient, resources: tuple[ApiResource, ...] = API_RESOURCES) -> None:
         self.client = client
         self.stop = threading.Event()
         self.changed = threading.Event()
@@ -239,19 +206,6 @@ class WatchCache:
         self.discovery = threading.Thread(target=self._discover, name="discovery", daemon=True)
         self.started = False
         self.pods = next((inf for inf in self.informers if inf.res.kind == "Pod"), None)
-        self.early = early and self.pods is not None
-        self.on_nodes: list[Obj] | None = None  # every pod on a node, listed apart at the start (early_view)
-        self.early_thread = threading.Thread(target=self._list_on_nodes, name="list-pods-on-nodes", daemon=True)
-        self.held = threading.Event()  # the pod list is held (see release_pods)
-        self.released = threading.Event()
-        self._without_node = 0
-        if self.pods is not None and self.early:
-            self.pods.arrival = self._hold
-        else:
-            self.released.set()
-        self._scanning: list[Obj] = []  # the pods arrived that early_view looks through, and how far it got
-        self._scanned = 0
-        self._pending: list[Obj] = []
 
     def start(self) -> None:
         """List and watch every resource, each in its own thread (once; later calls do nothing)."""
@@ -260,8 +214,6 @@ class WatchCache:
         self.started = True
         for inf in self.informers:
             inf.start()
-        if self.early:
-            self.early_thread.start()
         if self.optional:
             self.discovery.start()
         else:
@@ -272,76 +224,6 @@ class WatchCache:
         decoded: the daemon reads its pods there while the server still sends the rest, not after."""
         for inf in self.informers:
             inf.first_item = first_item
-
-    ON_NODES = "spec.nodeName!="  # field selector of the pods that hold resources on a node
-
-    def _list_on_nodes(self) -> None:
-        pods: list[Obj] = []
-        assert self.pods is not None
-        try:
-            self.client.list(self.pods.res.path, pods.append, fieldSelector=self.ON_NODES)
-        except Exception as err:  # only the early view is lost: the informers go on as ever
-            log.info("listing the pods on nodes failed (%s): the first cycle waits for the whole pod list", err)
-            self.release_pods()
-            return
-        for pod in pods:
-            pod.setdefault("kind", "Pod")
-        self.on_nodes = pods
-        log.debug("listed the %d pods on nodes", len(pods))
-
-    def _hold(self, pod: Obj) -> None:
-        """In the pod list's thread, for each pod of the first list: hold it once enough pods wait for a node."""
-        if self.released.is_set() or _on_node(pod):
-            return
-        self._without_node += 1
-        if self._without_node >= HOLD_PODS_AFTER:
-            self.held.set()
-            if not self.released.wait(HOLD_LIMIT):
-                log.info("the pod list was held %.1f s and nobody released it; going on", HOLD_LIMIT)
-            self.released.set()
-
-    def release_pods(self) -> None:
-        """Let the pod list go on (the early cycle has decided, or will not run)."""
-        self.released.set()
-
-    def early_view(self, scheduler: str, wanted: int) -> EarlyView | None:
-        """What a first cycle may schedule while the pod list still arrives, once ``wanted`` pending pods of
-        ``scheduler`` are in or the list is held; None until then, and once the pods are listed (then the cache
-        is the view).
-
-        A 4,000-pod list is 9 MB of JSON that the API server encodes for half a second; its pending pods can
-        be scheduled as they arrive, but only on a complete picture of what the nodes hold. That comes from a
-        second, separate list of the pods on nodes (``spec.nodeName!=``, small where the backlog is large),
-        and every other kind must be listed. The view then holds: the other kinds, every pod on a node (from
-        that list, or from the big one where it shows a pod bound since), and the first ``wanted`` pending
-        pods of the scheduler. Pods not in yet wait for the next cycle, as if created a moment later. Two
-        lists at two resourceVersions are as stale as a watch that lags by the time between them: a pod
-        bound by someone else in between is missed until the next cycle, the race any scheduler's cache has,
-        which the kubelet's admission settles."""
-        pods = self.pods
-        if self.on_nodes is None or pods is None or pods.synced.is_set() or self.stop.is_set():
-            return None
-        if not all(inf.synced.is_set() for inf in self.informers if inf is not pods):
-            return None
-        arrived = pods.arrived  # the list's thread appends to it; this reads a prefix
-        n = len(arrived)
-        if arrived is not self._scanning:  # the first list (re)started
-            self._scanning, self._scanned, self._pending = arrived, 0, []
-        self._pending.extend(p for p in arrived[self._scanned:n] if _pending_for(p, scheduler))
-        self._scanned = n
-        if len(self._pending) < wanted and not self.held.is_set():
-            return None
-        placed = {store_key(p): p for p in arrived[:n] if _on_node(p)}
-        placed.update((store_key(p), p) for p in self.on_nodes)  # the list of pods on nodes is the reference
-        pending = [p for p in self._pending if store_key(p) not in placed][:wanted]
-        objects: list[Obj] = []
-        for inf in self.informers:
-            if inf is not pods:
-                with inf.lock:
-                    objects.extend(inf.items.values())
-        objects.extend(placed.values())
-        objects.extend(pending)
-        return EarlyView(objects, len(placed), len(pending), n)
 
     def _discover(self) -> None:
         while not self.stop.is_set():
@@ -380,4 +262,3 @@ class WatchCache:
 
     def close(self) -> None:
         self.stop.set()
-        self.release_pods()

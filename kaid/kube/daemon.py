@@ -7,7 +7,6 @@ cycle never hands the same GPUs out twice while the watch catches up."""
 from __future__ import annotations
 
 import copy
-import gc
 import logging
 import os
 import signal
@@ -25,13 +24,21 @@ from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import decay_usage
 from kaid.kube.actuator import Actuator, ApplyResult
-from kaid.kube.cache import EarlyView, WatchCache
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.podmemo import PodMemo
-from kaid.kube.process import process_age
+from kaid.kube.startup import (
+    EarlyView,
+    StartingCache,
+    enabled,
+    pause_gc,
+    process_age,
+    settle_gc,
+    wait_for_early_view,
+    warm_up_solver,
+)
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
@@ -41,7 +48,6 @@ from kaid.model.vocabulary import PodPhase
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
-GC_THRESHOLDS = (50_000, 20, 20)  # see Daemon.run
 
 
 @dataclass
@@ -101,14 +107,14 @@ class Overlay:
 
 class Daemon:
     def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None,
-                 cache: WatchCache | None = None) -> None:
+                 cache: StartingCache | None = None) -> None:
         """``cache``: one over ``client`` that may already be listing (``kaid run`` starts it first)."""
         self.cfg = cfg
         self.client = client
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
-        self.cache = cache or WatchCache(client, early=cfg.earlyFirstCycle)
+        self.cache = cache or StartingCache(client, early=cfg.earlyFirstCycle and enabled("early-cycle"))
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
-        if not self.cache.synced:  # pods of the first list still arriving are read as they come
+        if enabled("preread") and not self.cache.synced:  # pods of the first list are read as they come
             self.cache.on_first_list(self.pod_memo.preread)
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         # status, events and PodGroups go through their own client: they never wait behind binds
@@ -127,7 +133,6 @@ class Daemon:
         self.heartbeat = time.monotonic()
         self.cycles = 0
         self.server: Any = None
-        self.warmed = False
         # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
         self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
         self.early_bound: list[str] = []  # the pods the early cycle bound
@@ -150,31 +155,9 @@ class Daemon:
         signal.signal(signal.SIGINT, stop)
 
     def run(self, sync_timeout: float = 120.0) -> int:
-        # The cache holds every object of the cluster as parsed JSON: millions of small, long-lived, acyclic
-        # objects. With CPython's default thresholds the cyclic collector rescans them again and again while
-        # they are parsed (listing 8,000 pods took 0.5 s with it, 0.2 s without). So: no collection during
-        # the first list, then what was listed is frozen out of the collector's sight (reference counting
-        # still frees it), and young collections run every 50,000 allocations instead of 700.
-        # (``kaid run`` turns it off itself when it starts the cache before creating the daemon.)
-        gc.disable()
-        if not self.cache.started:
-            log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
-            self.cache.start()
-        if self.cfg.metricsPort:
-            self.server = serve(lambda: self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
-                                self.cfg.metricsAddress)
-        if self.elector is not None:
-            self.elector.start()  # before the lists end: an early first cycle needs the lease too
-        try:
-            if self.cfg.earlyFirstCycle:
-                self._early_cycle_when_ready(sync_timeout)
-            self.cache.release_pods()
-            synced = self._wait_synced(sync_timeout)
-        finally:
-            gc.freeze()
-            gc.set_threshold(*GC_THRESHOLDS)
-            gc.enable()
-        if not synced:
+        """Start (list, an early cycle while the pod list arrives), then one cycle per period while this replica
+        leads, until a stop; the exit code (1: the cluster could not be listed)."""
+        if not self._start(sync_timeout):
             self.shutdown()
             return 1
         log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
@@ -197,26 +180,39 @@ class Daemon:
         self.shutdown()
         return 0
 
-    def _early_cycle_when_ready(self, timeout: float, poll: float = 0.005) -> None:
-        """One early cycle, if the pod list is long enough to leave time for one (see ``WatchCache.early_view``):
+    def _start(self, sync_timeout: float) -> bool:
+        """List the cluster (``kaid run`` started it already), with an early cycle meanwhile; False when the lists
+        did not end within ``sync_timeout``. See kaid.kube.startup."""
+        pause_gc()
+        if not self.cache.started:
+            log.debug("listing the cluster, %.0f ms after the process began", process_age() * 1000)
+            self.cache.start()
+        if self.cfg.metricsPort:
+            self.server = serve(lambda: self.metrics, self.cfg.metricsPort, self.ready, self.healthy,
+                                self.cfg.metricsAddress)
+        if self.elector is not None:
+            self.elector.start()  # before the lists end: an early first cycle needs the lease too
+        try:
+            if self.cfg.earlyFirstCycle:
+                self._early_cycle_when_ready(sync_timeout)
+            self.cache.release_pods()
+            return self._wait_synced(sync_timeout)
+        finally:
+            settle_gc()
+
+    def _early_cycle_when_ready(self, timeout: float) -> None:
+        """One early cycle, if the pod list is long enough to leave time for one (``StartingCache.early_view``):
         on at most twice the client's burst of pending pods, so that its binds go on while the rest is listed."""
-        deadline = time.monotonic() + timeout
-        pods = self.cache.pods
-        log.debug("waiting for an early view, %.0f ms after the process began", process_age() * 1000)
-        while pods is not None and self.cache.early and not self.stopping.is_set() and time.monotonic() < deadline:
-            asked = self.elector is None or self.elector.tried.is_set()  # whether this replica leads is known
-            view = self.cache.early_view(self.cfg.schedulerName, 2 * self.cfg.clientBurst) if asked else None
-            if view is not None:
-                log.debug("early view: %d pods in, %d on nodes, %d pending taken (%.2f s after the process began)",
-                          view.arrived, view.on_nodes, view.pending, process_age())
-                if view.pending and self.leading():
-                    try:
-                        self.early_cycle(view)
-                    except Exception:  # the full cycles to come do it all again, on the whole cache
-                        log.exception("the early cycle failed; the first full cycle schedules its pods")
-                return
-            if pods.synced.wait(poll):
-                return
+        def lead_known() -> bool:
+            return self.elector is None or self.elector.tried.is_set()
+
+        view = wait_for_early_view(self.cache, self.cfg.schedulerName, 2 * self.cfg.clientBurst, lead_known,
+                                   self.stopping, timeout)
+        if view is not None and view.pending and self.leading():
+            try:
+                self.early_cycle(view)
+            except Exception:  # the full cycles to come do it all again, on the whole cache
+                log.exception("the early cycle failed; the first full cycle schedules its pods")
 
     def _wait_synced(self, timeout: float) -> bool:
         """Until every informer has listed (True), or a stop (True: the loop sees it), or ``timeout`` (False)."""
@@ -316,7 +312,7 @@ class Daemon:
                 self._metrics().leader.set(1)
                 if fresh:  # the engine used them from memory; they are written in the background
                     self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
-                self._warm_up()
+                warm_up_solver()
 
         def stream(binds: list[Bind]) -> None:  # a placed job's binds go out while the cycle goes on
             if self.leading():
@@ -365,14 +361,6 @@ class Daemon:
         if self.metrics is None:
             self.metrics = Metrics()
         return self.metrics
-
-    def _warm_up(self) -> None:
-        """Load the solver (0.4 s of CPU) in the background once, after the first binds have gone out:
-        sooner, it would compete with the first list and snapshot for the interpreter."""
-        if not self.warmed:
-            self.warmed = True
-            threading.Thread(target=lambda: __import__("ortools.sat.python.cp_model"), name="warm-up",
-                             daemon=True).start()
 
     def _mark_stale(self, snap: Snapshot, d: Decisions) -> None:
         for key, since in d.stale.items():

@@ -27,10 +27,11 @@ import pytest
 import yaml
 
 from kaid.api.config import SchedulerConfig
-from kaid.kube import cache as cache_mod
-from kaid.kube.cache import API_RESOURCES, ApiResource, WatchCache
+from kaid.kube import startup as cache_mod
+from kaid.kube.cache import API_RESOURCES, ApiResource
 from kaid.kube.client import KubeClient
 from kaid.kube.daemon import Daemon
+from kaid.kube.startup import StartingCache as WatchCache
 from kaid.model.build import build_snapshot
 
 from .controlplane import ControlPlane
