@@ -236,12 +236,6 @@ def prepare_cluster(cp: ControlPlane, wl: Workload, progress: Callable[[str], No
              f"({time.monotonic() - began:.0f} s)")
 
 
-def cleanup_cluster(cp: ControlPlane, wl: Workload) -> None:
-    """Remove the benchmark's queues (for a control plane that outlives the benchmark)."""
-    for q in [*wl.queues, PARENT_QUEUE]:
-        cp.kubectl("delete", f"queues.{c.SCHEDULING_GROUP}", q, "--ignore-not-found", "--wait=false", check=False)
-
-
 def admin_client(cp: ControlPlane, qps: float = 1000.0, burst: int = 1000) -> KubeClient:
     return KubeClient.from_config(str(cp.kubeconfig), qps=qps, burst=burst)
 

@@ -23,7 +23,7 @@ from kaictl.commands.engine_input import (
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.model.expand import expand
 from kaid.model.vocabulary import PodStatus
-from kaid.sim.dryrun import dry_run
+from kaid.sim.dryrun import DryRun, dry_run
 from kaid.sim.files import SnapshotFileError, load_objects
 
 STATUS_STYLE = {PodStatus.RUNNING: "green", PodStatus.PENDING: "yellow", PodStatus.EVICTED: "red",
@@ -49,22 +49,32 @@ def dry_run_command(
     check_format(output)
     cfg = read_config(config, solver)
     objs = read_objects(snapshot, None, kubeconfig, context, live=True)
-    added: list[dict[str, Any]] = []
-    for path in files or []:
-        try:
-            docs = load_objects(path)
-        except SnapshotFileError as e:
-            fail(str(e))
-        for doc in docs:
-            meta = doc.setdefault("metadata", {})
-            if not meta.get("namespace") and doc.get("kind") not in ("Queue", "Node", "Topology", "PriorityClass"):
-                meta["namespace"] = namespace or (current_namespace(kubeconfig, context) if snapshot is None
-                                                  else "default")
-            added.extend(expand(doc, cfg.schedulerName))
+    default_ns = namespace or (current_namespace(kubeconfig, context) if files and snapshot is None else "default")
+    added = [pod for path in files or [] for pod in _workloads(path, default_ns, cfg.schedulerName)]
     result = dry_run(objs + added, cfg, cycles, time.time() if now is None else now)
     if output in ("json", "yaml"):
         emit_data(result.to_json(), output)
-        return
+    else:
+        _render(result, cycles, wide=output == "wide")
+
+
+def _workloads(path: Path, namespace: str, scheduler: str) -> list[dict[str, Any]]:
+    """The objects of a workload file with the pods they would make, namespaced objects in ``namespace`` when
+    they name none."""
+    try:
+        docs = load_objects(path)
+    except SnapshotFileError as e:
+        fail(str(e))
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        m = doc.setdefault("metadata", {})
+        if not m.get("namespace") and doc.get("kind") not in ("Queue", "Node", "Topology", "PriorityClass"):
+            m["namespace"] = namespace
+        out.extend(expand(doc, scheduler))
+    return out
+
+
+def _render(result: DryRun, cycles: int, wide: bool) -> None:
     out = console()
     pods = Table(title=f"Pods after {cycles} cycle{'s' if cycles > 1 else ''}", title_justify="left",
                  header_style="bold")
@@ -76,7 +86,7 @@ def dry_run_command(
         pods.add_row(p["namespace"], p["name"], p["podGroup"] or "-", p["queue"] or "-",
                      f"[{STATUS_STYLE.get(st, 'white')}]{st}[/]", p["node"] or "-", f"{p['gpus']:g}")
     out.print(pods)
-    if result.actions and output == "wide":
+    if result.actions and wide:
         acts = Table(title="Actions", title_justify="left", header_style="bold")
         for col in ("CYCLE", "TYPE", "POD", "NODE", "REASON", "BY"):
             acts.add_column(col)

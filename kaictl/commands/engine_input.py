@@ -21,7 +21,6 @@ Snapshot = Annotated[Path | None, typer.Option("--snapshot", help="Read this sna
                                                "cluster (save one with `kaictl snapshot save`).")]
 Namespace = Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace (default: the context's, "
                                                "else default).")]
-AllNamespaces = Annotated[bool, typer.Option("-A", "--all-namespaces", help="All namespaces.")]
 Output = Annotated[str, typer.Option("-o", "--output", help="table, wide, json or yaml.")]
 ConfigFile = Annotated[Path | None, typer.Option("--config", help="kai config file (YAML) for the engine.")]
 

@@ -32,7 +32,7 @@ from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.grouping import top_owner
-from kaid.model.objects import Job
+from kaid.model.objects import Job, Reason
 from kaid.model.objects import Snapshot as Snap
 from kaid.model.vocabulary import GPU, EventReason, PodStatus, ReasonCode
 
@@ -56,46 +56,14 @@ def _rerun(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str) -> t
 
 def what_if(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: Job, d: Decisions) -> list[str]:
     """Changes that would let the job start, each checked by running the engine again."""
-    out: list[str] = []
+    never = _never_fits(snap, job)
+    if never is not None:
+        return [never]
     reasons = d.pending.get(job.key, [])
-    codes = {r.code for r in reasons}
-    # can never fit
-    ready = [n for n in snap.nodes if n.ready and not n.unschedulable]
-    for p in job.pods:
-        if p.gpu_whole and p.gpu_whole > max((n.gpus for n in ready), default=0):
-            out.append(f"can never fit: pod {p.name} needs {p.gpu_whole} GPUs on one node, the largest node has "
-                       f"{max((n.gpus for n in ready), default=0)}")
-            return out
-        if p.cpu > max((n.alloc_cpu for n in ready), default=0):
-            out.append(f"can never fit: pod {p.name} needs {p.cpu / 1000:g} cpu on one node, the largest node has "
-                       f"{max((n.alloc_cpu for n in ready), default=0) / 1000:g}")
-            return out
-    total = sum(p.gpu_whole * 1000 for p in job.pods[: max(1, job.min_member)])
-    if total > snap.capacity()[GPU]:
-        out.append(f"can never fit: the gang needs {total / 1000:g} GPUs at once, the cluster has "
-                   f"{snap.capacity()[GPU] / 1000:g}")
-        return out
-    for r in reasons:
-        if r.code == ReasonCode.QUEUE_LIMIT:
-            qname, res = r.details["queue"], r.details["resource"]
-            new = float(r.details["allocated"]) + float(r.details["requested"])
-            changed = copy.deepcopy(objs)
-            for o in changed:
-                if o.get("kind") == "Queue" and o["metadata"]["name"] == qname:
-                    block = o.setdefault("spec", {}).setdefault("resources", {}).setdefault(res, {})
-                    block["limit"] = new
-                    block.setdefault("quota", 0)
-            ok, _ = _rerun(changed, cfg, now, job.key)
-            out.append(f"fits now if queue {qname}'s {res} limit were {new:g} (kaictl queue set {qname} "
-                       f"--{res}-limit {new:g})" if ok else
-                       f"raising queue {qname}'s {res} limit to {new:g} would lift the limit, but the job would "
-                       "still wait for resources")
-        if r.code == ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA:
-            qname, res = r.details["queue"], r.details["resource"]
-            new = float(r.details["allocatedNonPreemptible"]) + float(r.details["requested"])
-            out.append(f"fits the non-preemptible rule if queue {qname}'s {res} quota were {new:g}, or if the job "
-                       "were preemptible")
-    if ReasonCode.FRAGMENTATION in codes and (Action.CONSOLIDATE not in cfg.actions or cfg.maxConsolidationMoves == 0):
+    out = [_limit_change(objs, cfg, now, job, r) for r in reasons
+           if r.code in (ReasonCode.QUEUE_LIMIT, ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA)]
+    if any(r.code == ReasonCode.FRAGMENTATION for r in reasons) and \
+            (Action.CONSOLIDATE not in cfg.actions or cfg.maxConsolidationMoves == 0):
         on = SchedulerConfig.model_validate({**cfg.model_dump(), "actions": (*cfg.actions, Action.CONSOLIDATE),
                                              "maxConsolidationMoves": max(8, cfg.maxConsolidationMoves)})
         ok, d2 = _rerun(objs, on, now, job.key)
@@ -104,24 +72,69 @@ def what_if(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: 
             out.append(f"fits after moving {moved} preemptible pods (consolidation is off)")
     protected = next((r for r in reasons if r.details.get("protectedPods")), None)
     if protected is not None:
-        q = snap.queues.get(job.queue)
-        waits = [x for qq in snap.queues.values() for x in (qq.reclaim_min_runtime, qq.preempt_min_runtime) if x]
-        later = now + max(waits, default=0.0) + 1
-        ok, d3 = _rerun(objs, cfg, later, job.key)
-        if ok:
-            taken: dict[str, float] = {}
-            before = build_snapshot(objs, cfg, now)
-            for e in d3.evictions:
-                if e.by == job.key:
-                    victim = before.jobs.get(e.job)
-                    if victim is not None:
-                        taken[victim.queue] = taken.get(victim.queue, 0.0) + sum(
-                            p.gpu_whole for p in victim.pods if p.key == e.pod)
-            where = ", ".join(f"{g:g} GPUs from queue {qn}" for qn, g in taken.items()) or "room"
-            out.append(f"would {'reclaim' if 'Reclaim' in protected.code else 'preempt'} {where} when the "
-                       f"protected jobs pass their min runtime (in about {(later - now) / 60:.0f} min)"
-                       + (f"; queue {q.name} is below its fair share" if q else ""))
+        out.extend(_after_min_runtime(objs, cfg, now, snap, job, protected))
     return out
+
+
+def _never_fits(snap: Snap, job: Job) -> str | None:
+    """Why the job can never fit this cluster, if it cannot: a pod larger than any node, a gang larger than all."""
+    ready = [n for n in snap.nodes if n.ready and not n.unschedulable]
+    for p in job.pods:
+        if p.gpu_whole and p.gpu_whole > max((n.gpus for n in ready), default=0):
+            return (f"can never fit: pod {p.name} needs {p.gpu_whole} GPUs on one node, the largest node has "
+                    f"{max((n.gpus for n in ready), default=0)}")
+        if p.cpu > max((n.alloc_cpu for n in ready), default=0):
+            return (f"can never fit: pod {p.name} needs {p.cpu / 1000:g} cpu on one node, the largest node has "
+                    f"{max((n.alloc_cpu for n in ready), default=0) / 1000:g}")
+    total = sum(p.gpu_whole * 1000 for p in job.pods[: max(1, job.min_member)])
+    if total > snap.capacity()[GPU]:
+        return (f"can never fit: the gang needs {total / 1000:g} GPUs at once, the cluster has "
+                f"{snap.capacity()[GPU] / 1000:g}")
+    return None
+
+
+def _limit_change(objs: list[Obj], cfg: SchedulerConfig, now: float, job: Job, r: Reason) -> str:
+    """The queue limit (checked by running the engine again) or quota that would lift ``r``."""
+    qname, res = r.details["queue"], r.details["resource"]
+    if r.code == ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA:
+        new = float(r.details["allocatedNonPreemptible"]) + float(r.details["requested"])
+        return (f"fits the non-preemptible rule if queue {qname}'s {res} quota were {new:g}, or if the job "
+                "were preemptible")
+    new = float(r.details["allocated"]) + float(r.details["requested"])
+    changed = copy.deepcopy(objs)
+    for o in changed:
+        if o.get("kind") == "Queue" and o["metadata"]["name"] == qname:
+            block = o.setdefault("spec", {}).setdefault("resources", {}).setdefault(res, {})
+            block["limit"] = new
+            block.setdefault("quota", 0)
+    ok, _ = _rerun(changed, cfg, now, job.key)
+    return (f"fits now if queue {qname}'s {res} limit were {new:g} (kaictl queue set {qname} "
+            f"--{res}-limit {new:g})" if ok else
+            f"raising queue {qname}'s {res} limit to {new:g} would lift the limit, but the job would "
+            "still wait for resources")
+
+
+def _after_min_runtime(objs: list[Obj], cfg: SchedulerConfig, now: float, snap: Snap, job: Job,
+                       protected: Reason) -> list[str]:
+    """What reclaim or preempt would take once the jobs that min runtime protects may go."""
+    q = snap.queues.get(job.queue)
+    waits = [x for qq in snap.queues.values() for x in (qq.reclaim_min_runtime, qq.preempt_min_runtime) if x]
+    later = now + max(waits, default=0.0) + 1
+    ok, d3 = _rerun(objs, cfg, later, job.key)
+    if not ok:
+        return []
+    taken: dict[str, float] = {}
+    before = build_snapshot(objs, cfg, now)
+    for e in d3.evictions:
+        if e.by == job.key:
+            victim = before.jobs.get(e.job)
+            if victim is not None:
+                taken[victim.queue] = taken.get(victim.queue, 0.0) + sum(
+                    p.gpu_whole for p in victim.pods if p.key == e.pod)
+    where = ", ".join(f"{g:g} GPUs from queue {qn}" for qn, g in taken.items()) or "room"
+    return [f"would {'reclaim' if 'Reclaim' in protected.code else 'preempt'} {where} when the "
+            f"protected jobs pass their min runtime (in about {(later - now) / 60:.0f} min)"
+            + (f"; queue {q.name} is below its fair share" if q else "")]
 
 
 def _position(snap: Snap, job: Job, d: Decisions) -> str:

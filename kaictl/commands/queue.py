@@ -150,21 +150,7 @@ def create(
     existing = _existing(cl)
     objs: list[Obj] = []
     if filename is not None:
-        try:
-            docs = [d for d in yaml.safe_load_all(filename.read_text()) if d]
-        except (OSError, yaml.YAMLError) as err:
-            fail(f"cannot read {filename}: {err}")
-        objs = [d for d in docs if d.get("kind") == "Queue"]
-        if not objs:
-            fail(f"{filename} has no Queue objects")
-        for o in objs:  # explicit values for every field
-            spec = o.setdefault("spec", {})
-            spec.setdefault("priority", 100)
-            given = spec.get("resources") or {}
-            spec["resources"] = {r: {"quota": (given.get(r) or {}).get("quota", 0),
-                                     "limit": (given.get(r) or {}).get("limit", -1),
-                                     "overQuotaWeight": (given.get(r) or {}).get("overQuotaWeight", 1)}
-                                 for r in RESOURCES}
+        objs = _queues_in_file(filename)
     elif name:
         values = _flags(gpu_quota, gpu_limit, gpu_weight, cpu_quota, cpu_limit, cpu_weight, memory_quota,
                         memory_limit, memory_weight)
@@ -177,15 +163,7 @@ def create(
                  "metadata": {"name": name}, "spec": spec}]
     else:
         fail("name a queue (kaictl queue create NAME --gpu-quota 8) or pass -f FILE")
-    # validate in order so that a file may create a parent before its children
-    pending = dict(existing)
-    for o in objs:
-        qname = str(o["metadata"]["name"])
-        if qname in existing:
-            fail(f"queue {qname} already exists: change it with kaictl queue set {qname} ...")
-        for w in validate(qname, o["spec"], pending):
-            err_console().print(f"[yellow]warning:[/yellow] {w}")
-        pending[qname] = o
+    _check_new(objs, existing)
     if dry_run:
         emit_data(objs if len(objs) > 1 else objs[0], "yaml")
         return
@@ -195,6 +173,39 @@ def create(
         except ApiError as err:
             fail(f"queue {o['metadata']['name']} not created: {err.message}")
         console().print(f"queue/{o['metadata']['name']} created")
+
+
+def _queues_in_file(filename: Path) -> list[Obj]:
+    """The Queues of a file, with explicit values for every field (quota 0, limit -1, weight 1 where unset)."""
+    try:
+        docs = [d for d in yaml.safe_load_all(filename.read_text()) if d]
+    except (OSError, yaml.YAMLError) as err:
+        fail(f"cannot read {filename}: {err}")
+    objs = [d for d in docs if d.get("kind") == "Queue"]
+    if not objs:
+        fail(f"{filename} has no Queue objects")
+    for o in objs:
+        spec = o.setdefault("spec", {})
+        spec.setdefault("priority", 100)
+        given = spec.get("resources") or {}
+        spec["resources"] = {r: {"quota": (given.get(r) or {}).get("quota", 0),
+                                 "limit": (given.get(r) or {}).get("limit", -1),
+                                 "overQuotaWeight": (given.get(r) or {}).get("overQuotaWeight", 1)}
+                             for r in RESOURCES}
+    return objs
+
+
+def _check_new(objs: list[Obj], existing: dict[str, Obj]) -> None:
+    """New queues only, each valid (warnings printed); in order, so that a file may create a parent before its
+    children."""
+    pending = dict(existing)
+    for o in objs:
+        qname = str(o["metadata"]["name"])
+        if qname in existing:
+            fail(f"queue {qname} already exists: change it with kaictl queue set {qname} ...")
+        for w in validate(qname, o["spec"], pending):
+            err_console().print(f"[yellow]warning:[/yellow] {w}")
+        pending[qname] = o
 
 
 @app.command("set")

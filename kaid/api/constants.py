@@ -67,4 +67,3 @@ TOPOLOGY_PREFERRED_ANNOTATION: Final = "kai.scheduler/topology-preferred-placeme
 # Units: 1 GPU = 1000 milli-GPU; cpu in millicores; memory in bytes inside, megabytes (10^6) on Queues.
 MILLI: Final = 1000
 MEGABYTE: Final = 1_000_000
-MEBIBYTE: Final = 1 << 20

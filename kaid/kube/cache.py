@@ -71,7 +71,6 @@ class Informer:
         self.items: dict[str, Obj] = {}
         self.lock = threading.Lock()
         self.synced = threading.Event()
-        self.absent = False  # an optional CRD that is not installed
         self.discovered = discovered or threading.Event()  # the first discovery has answered
         self.present = threading.Event()  # discovery (or a list) says the server has the resource
         if not res.optional:
@@ -111,7 +110,6 @@ class Informer:
         self.arrived = []
         self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
         self.relists += 1
-        self.absent = False
         log.debug("listed %d %s in %.0f ms", len(items), kind, (time.monotonic() - began) * 1000)
         self.changed.set()
         self.synced.set()
@@ -124,7 +122,6 @@ class Informer:
         with self.lock:
             had = bool(self.items)
             self.items = {}
-        self.absent = True
         self.synced.set()
         if had:
             self.changed.set()

@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -251,20 +252,12 @@ class Daemon:
             objs = objs + podgroups_to_create(objs, self.cfg)  # from memory; the next cycle writes them
         snap = build_snapshot(objs, self.cfg, time.time(), None, wait_for_owners=True, pod_reader=self.pod_memo.peek)
         t1 = time.monotonic()
-        streamed: list[Any] = []
-
-        def stream(binds: list[Bind]) -> None:
-            if self.leading():
-                if not streamed:
-                    log.debug("early cycle: first binds after %.0f ms (%.2f s after the process began)",
-                              (time.monotonic() - started) * 1000, process_age())
-                streamed.extend(self.actuator.start_binds(binds))
-
+        stream = _BindStream(self, "early cycle", started)
         decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": (Action.ALLOCATE,)}), on_bind=stream)
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
-        binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in streamed])
-        applied = self.actuator.apply(binding, streamed)
+        binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in stream.sent])
+        applied = self.actuator.apply(binding, stream.sent)
         self.overlay.record(binding, applied, time.time())
         self.early_bound = [b.pod for b in applied.bound]
         t3 = time.monotonic()
@@ -278,20 +271,12 @@ class Daemon:
         return decisions
 
     def cycle(self) -> Decisions:
+        """One cycle on the whole cache: snapshot, decide (binds streamed as each job is placed), apply, then
+        status, metrics and usage."""
         started = time.monotonic()
         self.last_cycle = started
-        objs = self.cache.objects()
         now = time.time()
-        if self.cfg.createPodGroups:
-            missing = podgroups_to_create(objs, self.cfg)
-            objs = objs + missing  # scheduled at once from memory; written in the background
-            fresh = [pg for pg in missing if meta.object_key(pg) not in self.creating]
-            for k in [k for k, t in self.creating.items() if now - t > 60]:
-                del self.creating[k]
-            for pg in fresh:
-                self.creating[meta.object_key(pg)] = now
-        else:
-            fresh = []
+        objs, fresh = self._with_podgroups(self.cache.objects(), now)
         objs = self.overlay.apply(objs, now)
         t0 = time.monotonic()
         c0 = time.thread_time()
@@ -301,34 +286,22 @@ class Daemon:
         t1 = time.monotonic()
         log.debug("cycle %d: %d objects read in %.0f ms, snapshot in %.0f ms (%.0f ms CPU)", self.cycles + 1,
                   len(objs), (t0 - started) * 1000, (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
-        streamed: list[Any] = []
-
-        deferred = [False]
 
         def after_first_binds() -> None:
             """Work that would compete with the first binds for the interpreter starts once they are out."""
-            if not deferred[0]:
-                deferred[0] = True
-                self._metrics().leader.set(1)
-                if fresh:  # the engine used them from memory; they are written in the background
-                    self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
-                warm_up_solver()
+            self._metrics().leader.set(1)
+            if fresh:  # the engine used them from memory; they are written in the background
+                self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
+            warm_up_solver()
 
-        def stream(binds: list[Bind]) -> None:  # a placed job's binds go out while the cycle goes on
-            if self.leading():
-                if not streamed:
-                    log.debug("cycle %d: first binds after %.0f ms (%.2f s after the process began)",
-                              self.cycles + 1, (time.monotonic() - started) * 1000, process_age())
-                streamed.extend(self.actuator.start_binds(binds))
-                after_first_binds()
-
+        stream = _BindStream(self, f"cycle {self.cycles + 1}", started, after_first_binds)
         decisions = run_cycle(snap, self.cfg, on_bind=stream)
-        after_first_binds()
+        stream.first_out()
         t2 = time.monotonic()
         if not self.leading():  # the lease may have gone while deciding: act on nothing more
             log.warning("lost the lease during a cycle; its remaining decisions are dropped")
-            decisions = Decisions(binds=[b for b, _ in streamed])
-        applied = self.actuator.apply(decisions, streamed)
+            decisions = Decisions(binds=[b for b, _ in stream.sent])
+        applied = self.actuator.apply(decisions, stream.sent)
         # assumed from now on, not from the cycle's start: binds stream for as long as the rate limit makes the
         # cycle last (38 s for a 4,000-pod backlog at 100 QPS), longer than the assumption lives
         self.overlay.record(decisions, applied, time.time())
@@ -356,6 +329,19 @@ class Daemon:
                      len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
                      (t4 - started) * 1000)
         return decisions
+
+    def _with_podgroups(self, objs: list[Obj], now: float) -> tuple[list[Obj], list[Obj]]:
+        """The objects with the PodGroups missing for pending pods (scheduled at once, from memory), and those of
+        them to create now (not asked for in the last minute)."""
+        if not self.cfg.createPodGroups:
+            return objs, []
+        missing = podgroups_to_create(objs, self.cfg)
+        fresh = [pg for pg in missing if meta.object_key(pg) not in self.creating]
+        for k in [k for k, t in self.creating.items() if now - t > 60]:
+            del self.creating[k]
+        for pg in fresh:
+            self.creating[meta.object_key(pg)] = now
+        return objs + missing, fresh
 
     def _metrics(self) -> Metrics:
         if self.metrics is None:
@@ -408,3 +394,29 @@ class Daemon:
             m.allocated.labels(row["name"]).set(row["allocatedAfter"]["gpu"])
             m.requested.labels(row["name"]).set(row["requested"]["gpu"])
             m.depth.labels(row["name"]).set(depth.get(row["name"], 0))
+
+
+class _BindStream:
+    """A cycle's binds, sent as soon as allocate commits each job (``run_cycle``'s ``on_bind``) while this replica
+    leads; ``then`` runs once, when the first are out (or the cycle ends)."""
+
+    def __init__(self, daemon: Daemon, cycle: str, started: float, then: Callable[[], None] | None = None) -> None:
+        self.daemon = daemon
+        self.cycle = cycle
+        self.started = started
+        self.then = then
+        self.sent: list[tuple[Bind, Future[str | None]]] = []
+
+    def __call__(self, binds: list[Bind]) -> None:
+        if not self.daemon.leading():
+            return
+        if not self.sent:
+            log.debug("%s: first binds after %.0f ms (%.2f s after the process began)", self.cycle,
+                      (time.monotonic() - self.started) * 1000, process_age())
+        self.sent.extend(self.daemon.actuator.start_binds(binds))
+        self.first_out()
+
+    def first_out(self) -> None:
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()

@@ -41,7 +41,6 @@ class LeaderElector:
         self.stop = threading.Event()
         self.path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(cfg.namespace)}/leases"
         self.thread = threading.Thread(target=self._run, name="leader", daemon=True)
-        self.transitions = 0
         self.renewed_at = 0.0  # monotonic time of the last successful acquire or renew
         self.tried = threading.Event()  # the first attempt has an answer (won or not)
 
@@ -106,7 +105,6 @@ class LeaderElector:
                 won = False
             if won and not self.is_leader.is_set():
                 log.info("%s became the leader", self.identity)
-                self.transitions += 1
                 self.is_leader.set()
                 if self.on_change is not None:
                     self.on_change()

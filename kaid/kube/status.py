@@ -20,7 +20,7 @@ from kaid.api import meta
 from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
-from kaid.model.objects import Reason, Snapshot
+from kaid.model.objects import Job, Reason, Snapshot
 from kaid.model.vocabulary import EventReason, PodStatus
 
 log = logging.getLogger("kaid.status")
@@ -112,48 +112,15 @@ class StatusWriter:
             bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
             bound_gpu[b.job] = bound_gpu.get(b.job, 0) + b.gpu_milli
             bound_nodes.setdefault(b.job, set()).add(b.node)
-        pending = d.pending
         for job in snap.jobs.values():
-            raw = job.raw if job.explicit else None
-            key = f"PodGroup/{job.key}"
-            alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active) + \
-                bound_gpu.get(job.key, 0)
-            running = sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)
-            if raw is not None:
-                reasons = pending.get(job.key)
-                cond: Obj
-                if reasons:
-                    cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
-                            "message": "; ".join(r.message for r in reasons)[:4000], "reasons": _reasons(reasons)}
-                else:
-                    cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
-                            "message": f"{running} pods placed", "reasons": []}
-                old = ((raw.get("status") or {}).get("schedulingConditions") or [{}])[-1]
-                if {k: old.get(k) for k in ("type", "reason", "message")} != \
-                        {k: cond.get(k) for k in ("type", "reason", "message")}:
-                    cond["lastTransitionTime"] = _now()
-                else:
-                    cond["lastTransitionTime"] = old.get("lastTransitionTime") or _now()
-                status = {"schedulingConditions": [cond], "resourcesStatus": {
-                    "allocated": {"gpu": alloc / 1000, "pods": running},
-                    "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
-                self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
-                                   f"{quote(job.namespace)}/podgroups/{quote(job.name)}/status", key, status)
-                if reasons:
-                    self.event(raw, EventReason.UNSCHEDULABLE, str(cond["message"]), "Warning",
-                               UNSCHEDULABLE_EVENT_EVERY)
-            for p in job.pods:
-                if p.status != PodStatus.PENDING or job.key not in pending or p.raw is None:
-                    continue
-                reasons = pending[job.key]
-                message = "; ".join(r.message for r in reasons)[:2000]
-                conds = (p.raw.get("status") or {}).get("conditions") or []
-                cur: Obj = next((x for x in conds if x.get("type") == "PodScheduled"), {})
-                if cur.get("status") == "False" and cur.get("message") == message:
-                    continue
-                cond2 = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                         "lastTransitionTime": _now()}
-                self.tasks.append(lambda p=p, cond2=cond2: self._pod_condition(p.namespace, p.name, cond2))
+            reasons = d.pending.get(job.key)
+            if job.explicit and job.raw is not None:
+                alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active) + \
+                    bound_gpu.get(job.key, 0)
+                running = sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)
+                self._podgroup_status(job, job.raw, reasons, alloc, running)
+            if reasons:
+                self._pending_pods(job, reasons)
         for b in earlier:
             bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
             bound_nodes.setdefault(b.job, set()).add(b.node)
@@ -169,6 +136,44 @@ class StatusWriter:
             if pod is not None and pod.raw is not None:
                 self.event(pod.raw, EventReason.EVICTED, f"{e.action} for {e.by}: {e.message}", "Warning")
         self.write_queues(d, snap)
+
+    def _podgroup_status(self, job: Job, raw: Obj, reasons: list[Reason] | None, alloc: int, running: int) -> None:
+        """A PodGroup's scheduling condition (its transition time kept while it says the same) and resources; an
+        ``Unschedulable`` event, rate-limited, while it waits."""
+        cond: Obj
+        if reasons:
+            cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
+                    "message": "; ".join(r.message for r in reasons)[:4000], "reasons": _reasons(reasons)}
+        else:
+            cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
+                    "message": f"{running} pods placed", "reasons": []}
+        old = ((raw.get("status") or {}).get("schedulingConditions") or [{}])[-1]
+        if {k: old.get(k) for k in ("type", "reason", "message")} != \
+                {k: cond.get(k) for k in ("type", "reason", "message")}:
+            cond["lastTransitionTime"] = _now()
+        else:
+            cond["lastTransitionTime"] = old.get("lastTransitionTime") or _now()
+        status = {"schedulingConditions": [cond], "resourcesStatus": {
+            "allocated": {"gpu": alloc / 1000, "pods": running},
+            "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
+        self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
+                           f"{quote(job.namespace)}/podgroups/{quote(job.name)}/status", f"PodGroup/{job.key}", status)
+        if reasons:
+            self.event(raw, EventReason.UNSCHEDULABLE, str(cond["message"]), "Warning", UNSCHEDULABLE_EVENT_EVERY)
+
+    def _pending_pods(self, job: Job, reasons: list[Reason]) -> None:
+        """``PodScheduled=False`` with the reasons on the job's pending pods, where it says something new."""
+        message = "; ".join(r.message for r in reasons)[:2000]
+        for p in job.pods:
+            if p.status != PodStatus.PENDING or p.raw is None:
+                continue
+            conds = (p.raw.get("status") or {}).get("conditions") or []
+            cur: Obj = next((x for x in conds if x.get("type") == "PodScheduled"), {})
+            if cur.get("status") == "False" and cur.get("message") == message:
+                continue
+            cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                    "lastTransitionTime": _now()}
+            self.tasks.append(lambda p=p, cond=cond: self._pod_condition(p.namespace, p.name, cond))
 
     def _pod_condition(self, namespace: str, name: str, cond: Obj) -> None:
         try:

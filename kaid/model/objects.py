@@ -75,10 +75,6 @@ class Node:
     def free_pods(self) -> int:
         return self.alloc_pods - self.used_pods
 
-    @property
-    def free_gpu_milli(self) -> int:
-        return self.gpus * 1000 - sum(self.dev_used)
-
     def mem_to_milli(self, mib: int) -> int:
         """A gpu-memory request (MiB) as a share of one of this node's devices."""
         if self.gpu_mem_mib <= 0:

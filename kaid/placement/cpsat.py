@@ -13,7 +13,7 @@ topology domains used, then nodes used, then GPUs left idle on the nodes that we
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kaid.model.objects import Node, Pod
@@ -31,7 +31,6 @@ ClassKey = tuple[tuple[int, ...], str | None, str | None, int]
 class SolveStats:
     status: str
     wall_s: float
-    variables: int
     classes: int
 
 
@@ -52,18 +51,65 @@ def new_solver(time_limit: float, workers: int) -> cp_model.CpSolver:
     return solver
 
 
+@dataclass
+class _Model:
+    """A gang's model as it is built: the node classes, the variables per class, the objective's terms."""
+
+    model: cp_model.CpModel
+    classes: dict[ClassKey, list[Node]]
+    keys: list[ClassKey]
+    rvar: dict[str, Any]  # required-level domain -> chosen
+    pvar: dict[str, Any]  # preferred-level domain -> used
+    assign: list[tuple[ClassKey, Any]] = field(default_factory=list)
+    used_terms: list[Any] = field(default_factory=list)
+    frag_terms: list[Any] = field(default_factory=list)
+
+    def in_domains(self, k: ClassKey, count: Any, nodes: int) -> None:
+        """``count`` nodes of class ``k`` used: only in the chosen required domain, and its preferred one counts."""
+        if self.rvar:
+            self.model.add(count <= nodes * self.rvar[str(k[1])])
+        if self.pvar:
+            self.model.add(count <= nodes * self.pvar[str(k[2])])
+
+
 def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, required_key: str | None,
                preferred_key: str | None, hint: Plan | None, time_limit: float,
                workers: int = 1) -> tuple[Plan | None, SolveStats]:
     """Place every pod of ``pods`` (whole-GPU or cpu-only pods) or return None."""
     from ortools.sat.python import cp_model  # imported on first use: it takes a while
+
     shapes: dict[tuple[int, int, int, str], list[Pod]] = defaultdict(list)
     for p in pods:
         shapes[_shape(p)].append(p)
     shape_list = list(shapes)
     reps = [shapes[s][0] for s in shape_list]
+    m = _model(cp_model.CpModel(), _node_classes(index, reps, allowed, required_key, preferred_key),
+               required_key, preferred_key)
+    if len(shape_list) == 1:
+        _count_vars(m, reps[0], len(pods))
+    else:
+        _slot_vars(m, reps, [len(shapes[s]) for s in shape_list], len(pods))
+    max_nodes = min(len(pods), sum(len(m.classes[k]) for k in m.keys))
+    max_frag = max(1, index.max_gpus * max_nodes)
+    w_nodes = max_frag + 1
+    w_dom = w_nodes * (max_nodes + 1)
+    m.model.minimize(w_dom * sum(m.pvar.values()) + w_nodes * sum(m.used_terms) + sum(m.frag_terms))
+    if hint:
+        _add_hint(m.model, hint, m.assign, len(shape_list) == 1, shape_list, m.classes)
+    solver = new_solver(time_limit, workers)
+    status = solver.solve(m.model)
+    stats = SolveStats(solver.status_name(status), solver.wall_time, len(m.keys))
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None, stats
+    if len(shape_list) == 1:
+        return _count_plan(m, solver, pods), stats
+    return _slot_plan(m, solver, [shapes[s] for s in shape_list]), stats
+
+
+def _node_classes(index: NodeIndex, reps: list[Pod], allowed: bytearray | None, required_key: str | None,
+                  preferred_key: str | None) -> dict[ClassKey, list[Node]]:
+    """Nodes grouped by their room for each pod shape, their domains and their idle GPUs."""
     masks = [index.static_mask(r) for r in reps]
-    # Node classes: equal capacity for every shape, equal domains.
     classes: dict[ClassKey, list[Node]] = defaultdict(list)
     for n in index.nodes:
         if allowed is not None and not allowed[n.index]:
@@ -76,113 +122,101 @@ def solve_gang(pods: list[Pod], index: NodeIndex, allowed: bytearray | None, req
             continue
         pdom = n.labels.get(preferred_key) if preferred_key else None
         classes[(caps, rdom, pdom, n.idle)].append(n)
+    return classes
+
+
+def _model(model: cp_model.CpModel, classes: dict[ClassKey, list[Node]], required_key: str | None,
+           preferred_key: str | None) -> _Model:
+    """The model with its domain variables: exactly one required domain, and which preferred ones are used."""
     keys = sorted(classes, key=lambda k: (str(k[1]), str(k[2]), -k[3], k[0]))
-    model = cp_model.CpModel()
-    total = len(pods)
-    max_nodes = min(total, sum(len(classes[k]) for k in keys))
     rdoms = sorted({str(k[1]) for k in keys}) if required_key else []
     pdoms = sorted({str(k[2]) for k in keys}) if preferred_key else []
     rvar = {d: model.new_bool_var(f"r_{i}") for i, d in enumerate(rdoms)}
     pvar = {d: model.new_bool_var(f"p_{i}") for i, d in enumerate(pdoms)}
     if rvar:
         model.add_exactly_one(rvar.values())
-    used_terms = []
-    frag_terms = []
-    nvars = 0
-    assign: list[tuple[ClassKey, Any]] = []
-    if len(shape_list) == 1:
-        need = total
-        for k in keys:
-            nodes = classes[k]
-            cap = min(k[0][0], need)
-            idle = k[3]
-            g = reps[0].gpu_whole
-            ys = {}
-            for j in range(1, cap + 1):
-                y = model.new_int_var(0, min(len(nodes), need // j), f"y_{len(assign)}_{j}")
-                ys[j] = y
-                nvars += 1
-                used_terms.append(y)
-                frag_terms.append((idle - j * g) * y)
-            if not ys:
-                continue
-            model.add(sum(ys.values()) <= len(nodes))
-            cnt = sum(ys.values())
-            if rvar:
-                model.add(cnt <= len(nodes) * rvar[str(k[1])])
-            if pvar:
-                model.add(cnt <= len(nodes) * pvar[str(k[2])])
-            assign.append((k, ys))
-        model.add(sum(j * y for _, ys in assign for j, y in ys.items()) == need)
-    else:
-        budget = 800
-        for k in keys:
-            nodes = classes[k]
-            slots = min(len(nodes), total, max(1, budget))
-            budget -= slots
-            slot_vars: list[tuple[Any, list[Any]]] = []
-            for s in range(slots):
-                used = model.new_bool_var(f"u_{len(assign)}_{s}")
-                xs = []
-                for si in range(len(reps)):
-                    cap = k[0][si]
-                    x = model.new_int_var(0, min(cap, len(shapes[shape_list[si]])), f"x_{len(assign)}_{s}_{si}")
-                    model.add(x <= cap * used)
-                    xs.append(x)
-                    nvars += 1
-                node0 = nodes[0]
-                model.add(sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)) <= node0.idle)
-                model.add(sum(x * r.cpu for x, r in zip(xs, reps, strict=True)) <= node0.free_cpu)
-                model.add(sum(x * r.mem for x, r in zip(xs, reps, strict=True)) <= node0.free_mem)
-                model.add(sum(xs) <= node0.free_pods)
-                model.add(sum(xs) >= used)
-                if slot_vars:
-                    model.add(used <= slot_vars[-1][0])
-                used_terms.append(used)
-                frag_terms.append(node0.idle * used - sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)))
-                if rvar:
-                    model.add(used <= rvar[str(k[1])])
-                if pvar:
-                    model.add(used <= pvar[str(k[2])])
-                slot_vars.append((used, xs))
-            assign.append((k, slot_vars))
-            if budget <= 0:
-                break
-        for si, shape in enumerate(shape_list):
-            model.add(sum(xs[si] for _, sv in assign for _, xs in sv) == len(shapes[shape]))
-    max_frag = max(1, index.max_gpus * max_nodes)
-    w_nodes = max_frag + 1
-    w_dom = w_nodes * (max_nodes + 1)
-    model.minimize(w_dom * sum(pvar.values()) + w_nodes * sum(used_terms) + sum(frag_terms))
-    if hint:
-        _add_hint(model, hint, assign, len(shape_list) == 1, shape_list, classes)
-    solver = new_solver(time_limit, workers)
-    status = solver.solve(model)
-    stats = SolveStats(solver.status_name(status), solver.wall_time, nvars, len(keys))
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, stats
+    return _Model(model, classes, keys, rvar, pvar)
+
+
+def _count_vars(m: _Model, rep: Pod, need: int) -> None:
+    """Pods all alike: ``y[c][j]``, how many nodes of class ``c`` receive exactly ``j`` pods."""
+    for k in m.keys:
+        nodes = m.classes[k]
+        ys = {}
+        for j in range(1, min(k[0][0], need) + 1):
+            y = m.model.new_int_var(0, min(len(nodes), need // j), f"y_{len(m.assign)}_{j}")
+            ys[j] = y
+            m.used_terms.append(y)
+            m.frag_terms.append((k[3] - j * rep.gpu_whole) * y)
+        if not ys:
+            continue
+        m.model.add(sum(ys.values()) <= len(nodes))
+        m.in_domains(k, sum(ys.values()), len(nodes))
+        m.assign.append((k, ys))
+    m.model.add(sum(j * y for _, ys in m.assign for j, y in ys.items()) == need)
+
+
+def _slot_vars(m: _Model, reps: list[Pod], counts: list[int], total: int) -> None:
+    """Several pod shapes: one slot per node that could be used (at most as many as pods, per class, and 800 in
+    all), with how many pods of each shape it takes."""
+    budget = 800
+    for k in m.keys:
+        nodes = m.classes[k]
+        slots = min(len(nodes), total, max(1, budget))
+        budget -= slots
+        slot_vars: list[tuple[Any, list[Any]]] = []
+        node0 = nodes[0]
+        for s in range(slots):
+            used = m.model.new_bool_var(f"u_{len(m.assign)}_{s}")
+            xs = []
+            for si in range(len(reps)):
+                cap = k[0][si]
+                x = m.model.new_int_var(0, min(cap, counts[si]), f"x_{len(m.assign)}_{s}_{si}")
+                m.model.add(x <= cap * used)
+                xs.append(x)
+                m.model.add(sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)) <= node0.idle)
+            m.model.add(sum(x * r.cpu for x, r in zip(xs, reps, strict=True)) <= node0.free_cpu)
+            m.model.add(sum(x * r.mem for x, r in zip(xs, reps, strict=True)) <= node0.free_mem)
+            m.model.add(sum(xs) <= node0.free_pods)
+            m.model.add(sum(xs) >= used)
+            if slot_vars:
+                m.model.add(used <= slot_vars[-1][0])
+            m.used_terms.append(used)
+            m.frag_terms.append(node0.idle * used - sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)))
+            m.in_domains(k, used, 1)
+            slot_vars.append((used, xs))
+        m.assign.append((k, slot_vars))
+        if budget <= 0:
+            break
+    for si, count in enumerate(counts):
+        m.model.add(sum(xs[si] for _, sv in m.assign for _, xs in sv) == count)
+
+
+def _count_plan(m: _Model, solver: cp_model.CpSolver, pods: list[Pod]) -> Plan:
     plan: Plan = []
-    if len(shape_list) == 1:
-        queue = list(pods)
-        for k, ys in assign:
-            nodes = list(classes[k])
-            for j, y in sorted(ys.items(), reverse=True):
-                for _ in range(int(solver.value(y))):
-                    node = nodes.pop(0)
-                    for _ in range(j):
-                        plan.append((queue.pop(0), node))
-    else:
-        remaining = {s: list(shapes[s]) for s in shape_list}
-        for k, sv in assign:
-            nodes = list(classes[k])
-            for s_idx, (used, xs) in enumerate(sv):
-                if not solver.value(used):
-                    continue
-                node = nodes[s_idx]
-                for si, x in enumerate(xs):
-                    for _ in range(int(solver.value(x))):
-                        plan.append((remaining[shape_list[si]].pop(0), node))
-    return plan, stats
+    queue = list(pods)
+    for k, ys in m.assign:
+        nodes = list(m.classes[k])
+        for j, y in sorted(ys.items(), reverse=True):
+            for _ in range(int(solver.value(y))):
+                node = nodes.pop(0)
+                for _ in range(j):
+                    plan.append((queue.pop(0), node))
+    return plan
+
+
+def _slot_plan(m: _Model, solver: cp_model.CpSolver, by_shape: list[list[Pod]]) -> Plan:
+    plan: Plan = []
+    remaining = [list(ps) for ps in by_shape]
+    for k, sv in m.assign:
+        nodes = list(m.classes[k])
+        for s_idx, (used, xs) in enumerate(sv):
+            if not solver.value(used):
+                continue
+            for si, x in enumerate(xs):
+                for _ in range(int(solver.value(x))):
+                    plan.append((remaining[si].pop(0), nodes[s_idx]))
+    return plan
 
 
 def _add_hint(model: cp_model.CpModel, hint: Plan, assign: list[tuple[ClassKey, Any]],

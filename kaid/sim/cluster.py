@@ -13,7 +13,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.meta import format_time
-from kaid.cycle import run_cycle
+from kaid.cycle import Decisions, run_cycle
 from kaid.fairshare import decay_usage
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import GPU
@@ -163,99 +163,139 @@ def _pct(values: list[float], q: float) -> float:
 def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hours: float,
              cycle_s: float = 30.0, sample_s: float = 300.0,
              progress: Callable[[float], None] | None = None) -> SimResult:
-    """Run the engine over the trace in virtual time, ``cycle_s`` between cycles."""
-    objs: list[Obj] = [dict(o) for o in base]
+    """Run the engine over the trace in virtual time, ``cycle_s`` between cycles: jobs arrive, finished jobs
+    leave, a cycle runs when anything changed (its decisions applied as the daemon and the kubelet would), and
+    the queues are sampled every ``sample_s``."""
+    sim = _Simulation(base, jobs, cfg, hours, cycle_s)
     horizon = hours * 3600.0
-    pending_arrivals = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
-    runs = {j.name: JobRun(j) for j in pending_arrivals}
-    pods_by_key: dict[str, Obj] = {}
-    ends: list[tuple[float, str]] = []
-    result = SimResult(hours, 0.0, runs=runs)
-    usage: dict[str, list[float]] = {}
-    ai = 0
     t = 0.0
     last_sample = -sample_s
-    dirty = True
-    last_q: dict[str, tuple[float, float]] = {}
-    last_alloc = 0.0
-    pending_jobs = 0
     while t <= horizon:
-        while ai < len(pending_arrivals) and pending_arrivals[ai].arrival_s <= t:
-            job = pending_arrivals[ai]
-            for o in job_objects(job, EPOCH + job.arrival_s):
-                objs.append(o)
-                if o["kind"] == "Pod":
-                    pods_by_key[f"{NAMESPACE}/{o['metadata']['name']}"] = o
-            ai += 1
-            dirty = True
-        finished: set[str] = set()
-        while ends and ends[0][0] <= t:
-            end, name = heapq.heappop(ends)
-            if runs[name].end == end:  # an evicted job restarted: its old end is void
-                finished.add(name)
-        if finished:
-            objs = [o for o in objs if not _belongs(o, finished)]
-            for k in [k for k, o in pods_by_key.items() if _belongs(o, finished)]:
-                del pods_by_key[k]
-            dirty = True
-        if dirty:
-            snap = build_snapshot(objs, cfg, EPOCH + t, usage if cfg.usageHalfLifeSeconds > 0 else None)
-            if not result.capacity_gpus:
-                result.capacity_gpus = snap.capacity()[GPU] / 1000
-                result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
-                result.problems = [p.reason.message for p in snap.problems]
-            decisions = run_cycle(snap, cfg)
-            result.cycles += 1
-            for b in decisions.binds:
-                obj = pods_by_key.get(b.pod)
-                if obj is None:
-                    continue
-                bind_pod(obj, b, EPOCH + t)
-                run = runs[b.job.split("/", 1)[1]]
-                run.bound += 1
-                if run.start is None and run.bound >= run.spec.min_member:
-                    run.start = t
-                    run.end = t + run.spec.duration_s
-                    heapq.heappush(ends, (run.end, run.spec.name))
-            moved = {b.pod for b in decisions.pipelined}
-            for b in decisions.pipelined:
-                obj = pods_by_key.get(b.pod)
-                if obj is not None:
-                    pipeline_pod(obj, b)
-            for e in decisions.evictions:
-                obj = pods_by_key.get(e.pod)
-                if obj is None:
-                    continue
-                run = runs[e.job.split("/", 1)[1]]
-                run.bound = max(0, run.bound - 1)
-                result.evictions[e.action] = result.evictions.get(e.action, 0) + 1
-                if e.pod in moved:
-                    continue
-                reset_pod(obj)  # its controller makes it again: it waits to be scheduled anew
-                if run.start is not None and run.bound < run.spec.min_member:
-                    run.start = run.end = None  # the job lost its progress and starts over
-                    run.restarts += 1
-            if decisions.stale:
-                mark_stale(objs, decisions.stale, decisions.stale_pods)
-            result.binds += len(decisions.binds)
-            dirty = bool(decisions.binds or decisions.evictions or decisions.pipelined)
-            last_q = {row["name"]: (float(row["allocatedAfter"]["gpu"]), float(row["fairShare"]["gpu"]))
-                      for row in decisions.queues}
-            last_alloc = sum(v[0] for k, v in last_q.items() if k in result.leaves)
-            pending_jobs = len(decisions.pending)
-            if cfg.usageHalfLifeSeconds > 0:
-                for row in decisions.queues:
-                    a = row["allocatedAfter"]
-                    usage[row["name"]] = decay_usage(usage.get(row["name"], [0.0, 0.0, 0.0]),
-                                                     [int(a["gpu"] * 1000), a["cpu"], a["memory"]], cycle_s,
-                                                     cfg.usageHalfLifeSeconds)
+        arrived = sim.arrive(t)
+        finished = sim.finish(t)
+        if arrived or finished or sim.dirty:
+            sim.cycle(t)
         if t - last_sample >= sample_s:
-            result.samples.append(Sample(t, last_alloc, pending_jobs, dict(last_q)))
+            sim.sample(t)
             last_sample = t
         if progress is not None:
             progress(min(1.0, t / horizon) if horizon else 1.0)
         t += cycle_s
-    return result
+    return sim.result
+
+
+class _Simulation:
+    """The simulated cluster's state between cycles: its objects, the jobs' progress, what to sample."""
+
+    def __init__(self, base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hours: float,
+                 cycle_s: float) -> None:
+        self.cfg = cfg
+        self.cycle_s = cycle_s
+        self.objs: list[Obj] = [dict(o) for o in base]
+        self.arrivals = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
+        self.next_arrival = 0
+        self.runs = {j.name: JobRun(j) for j in self.arrivals}
+        self.pods_by_key: dict[str, Obj] = {}
+        self.ends: list[tuple[float, str]] = []  # (end, job name), a heap
+        self.result = SimResult(hours, 0.0, runs=self.runs)
+        self.usage: dict[str, list[float]] = {}
+        self.dirty = True  # the last cycle changed something: the next one may decide more
+        self.last_q: dict[str, tuple[float, float]] = {}
+        self.last_alloc = 0.0
+        self.pending_jobs = 0
+
+    def arrive(self, t: float) -> bool:
+        """The jobs that arrive by ``t`` are created; whether any did."""
+        first = self.next_arrival
+        while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].arrival_s <= t:
+            job = self.arrivals[self.next_arrival]
+            for o in job_objects(job, EPOCH + job.arrival_s):
+                self.objs.append(o)
+                if o["kind"] == "Pod":
+                    self.pods_by_key[meta.object_key(o)] = o
+            self.next_arrival += 1
+        return self.next_arrival > first
+
+    def finish(self, t: float) -> bool:
+        """The jobs that end by ``t`` leave with their pods; whether any did."""
+        finished: set[str] = set()
+        while self.ends and self.ends[0][0] <= t:
+            end, name = heapq.heappop(self.ends)
+            if self.runs[name].end == end:  # an evicted job restarted: its old end is void
+                finished.add(name)
+        if finished:
+            self.objs = [o for o in self.objs if not _belongs(o, finished)]
+            for k in [k for k, o in self.pods_by_key.items() if _belongs(o, finished)]:
+                del self.pods_by_key[k]
+        return bool(finished)
+
+    def cycle(self, t: float) -> None:
+        cfg = self.cfg
+        snap = build_snapshot(self.objs, cfg, EPOCH + t, self.usage if cfg.usageHalfLifeSeconds > 0 else None)
+        if not self.result.capacity_gpus:
+            self.result.capacity_gpus = snap.capacity()[GPU] / 1000
+            self.result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
+            self.result.problems = [p.reason.message for p in snap.problems]
+        decisions = run_cycle(snap, cfg)
+        self.result.cycles += 1
+        self._bind(decisions, t)
+        moved = {b.pod for b in decisions.pipelined}
+        for b in decisions.pipelined:
+            obj = self.pods_by_key.get(b.pod)
+            if obj is not None:
+                pipeline_pod(obj, b)
+        self._evict(decisions, moved)
+        if decisions.stale:
+            mark_stale(self.objs, decisions.stale, decisions.stale_pods)
+        self.result.binds += len(decisions.binds)
+        self.dirty = bool(decisions.binds or decisions.evictions or decisions.pipelined)
+        self.last_q = {row["name"]: (float(row["allocatedAfter"]["gpu"]), float(row["fairShare"]["gpu"]))
+                       for row in decisions.queues}
+        self.last_alloc = sum(v[0] for k, v in self.last_q.items() if k in self.result.leaves)
+        self.pending_jobs = len(decisions.pending)
+        if cfg.usageHalfLifeSeconds > 0:
+            self._decay_usage(decisions)
+
+    def _bind(self, decisions: Decisions, t: float) -> None:
+        """Bound pods run at once; a job runs once minMember of its pods do, and ends after its duration."""
+        for b in decisions.binds:
+            obj = self.pods_by_key.get(b.pod)
+            if obj is None:
+                continue
+            bind_pod(obj, b, EPOCH + t)
+            run = self.runs[b.job.split("/", 1)[1]]
+            run.bound += 1
+            if run.start is None and run.bound >= run.spec.min_member:
+                run.start = t
+                run.end = t + run.spec.duration_s
+                heapq.heappush(self.ends, (run.end, run.spec.name))
+
+    def _evict(self, decisions: Decisions, moved: set[str]) -> None:
+        """Evicted pods are made again by their controller (moved ones wait for their new node); a job that
+        falls below minMember loses its progress."""
+        for e in decisions.evictions:
+            obj = self.pods_by_key.get(e.pod)
+            if obj is None:
+                continue
+            run = self.runs[e.job.split("/", 1)[1]]
+            run.bound = max(0, run.bound - 1)
+            self.result.evictions[e.action] = self.result.evictions.get(e.action, 0) + 1
+            if e.pod in moved:
+                continue
+            reset_pod(obj)  # its controller makes it again: it waits to be scheduled anew
+            if run.start is not None and run.bound < run.spec.min_member:
+                run.start = run.end = None  # the job lost its progress and starts over
+                run.restarts += 1
+
+    def _decay_usage(self, decisions: Decisions) -> None:
+        for row in decisions.queues:
+            a = row["allocatedAfter"]
+            self.usage[row["name"]] = decay_usage(self.usage.get(row["name"], [0.0, 0.0, 0.0]),
+                                                  [int(a["gpu"] * 1000), a["cpu"], a["memory"]], self.cycle_s,
+                                                  self.cfg.usageHalfLifeSeconds)
+
+    def sample(self, t: float) -> None:
+        self.result.samples.append(Sample(t, self.last_alloc, self.pending_jobs, dict(self.last_q)))
 
 
 def _belongs(obj: Obj, jobs: set[str]) -> bool:

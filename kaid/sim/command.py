@@ -6,9 +6,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
+
+Obj = dict[str, Any]
 
 
 def simulate_command(
@@ -34,36 +36,61 @@ def simulate_command(
 
     Pods already in a snapshot keep running for the whole simulation (their remaining time is unknown);
     its pending pods are scheduled with the trace's jobs."""
-    # imported here, not at the top: ``kaid run`` shares this CLI and must start fast
+    # the engine and rich are imported when the command runs, not when the CLI is built (``kaid --help``)
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True, soft_wrap=True)
+    if output not in ("table", "json", "yaml"):
+        _fail(err, f"unknown output format {output!r}: use table, json or yaml")
+    if solver not in ("cpsat", "greedy"):
+        _fail(err, f"unknown solver {solver!r}: use cpsat or greedy")
+    cfg, base, jobs = _inputs(err, snapshot, trace, seed, hours, set_queue or [], add_nodes or [], solver, config)
+    summary = _run(err, base, jobs, cfg, hours, cycle, show_progress=output == "table" and err.is_terminal)
+    if plot_file is not None:
+        from kaid.sim.plot import plot
+
+        try:
+            plot(summary, plot_file)
+        except OSError as e:
+            _fail(err, f"cannot write {plot_file}: {e.strerror}")
+        err.print(f"charts written to {plot_file}")
+    if output == "json":
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    elif output == "yaml":
+        from kaid.api.serialize import to_yaml
+
+        sys.stdout.write(to_yaml(summary))
+    else:
+        from kaid.sim.report import render
+
+        render(summary, Console(), title=f"kai simulate: {len(jobs)} jobs, seed {seed}, {solver}, "
+                                          f"{summary['wallSeconds']:.1f}s")
+
+
+def _fail(err: Any, message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(1)
+
+
+def _inputs(err: Any, snapshot: Path | None, trace: Path | None, seed: int, hours: float, set_queue: list[str],
+            add_nodes: list[str], solver: str, config: Path | None) -> tuple[Any, list[Obj], list[Any]]:
+    """The config (with the solver asked for), the cluster (what-ifs applied) and the trace's jobs."""
     from kaid.api.config import SchedulerConfig, load_config
-    from kaid.api.serialize import to_yaml
-    from kaid.sim.cluster import builtin_cluster, builtin_profile, simulate
+    from kaid.sim.cluster import builtin_cluster, builtin_profile
     from kaid.sim.files import SnapshotFileError, load_objects
-    from kaid.sim.plot import plot
-    from kaid.sim.report import render
     from kaid.sim.whatif import add_nodes as more_nodes
     from kaid.sim.whatif import profile_for
     from kaid.sim.whatif import set_queue as set_queue_expr
     from kaid.sim.workload import generate, load_trace
 
-    err = Console(stderr=True, soft_wrap=True)
-    if output not in ("table", "json", "yaml"):
-        err.print(f"[red]error:[/red] unknown output format {output!r}: use table, json or yaml")
-        raise typer.Exit(1)
-    if solver not in ("cpsat", "greedy"):
-        err.print(f"[red]error:[/red] unknown solver {solver!r}: use cpsat or greedy")
-        raise typer.Exit(1)
     try:
         cfg = load_config(config)
         cfg = SchedulerConfig.model_validate({**cfg.model_dump(), "placement": {
             **cfg.placement.model_dump(), "gangSolver": solver}})
         base = load_objects(snapshot) if snapshot else builtin_cluster()
-        for expr in set_queue or []:
+        for expr in set_queue:
             set_queue_expr(base, expr)
-        for expr in add_nodes or []:
+        for expr in add_nodes:
             base = base + more_nodes(base, expr)
         if trace:
             jobs = load_trace(trace)
@@ -72,32 +99,25 @@ def simulate_command(
         else:
             jobs = generate(builtin_profile(seed, hours))
     except (ValueError, SnapshotFileError) as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+        _fail(err, str(e))
     if not any(o.get("kind") == "Node" for o in base):
-        err.print(f"[red]error:[/red] {snapshot} has no Node objects; a cluster file needs Nodes and Queues")
-        raise typer.Exit(1)
+        _fail(err, f"{snapshot} has no Node objects; a cluster file needs Nodes and Queues")
+    return cfg, base, jobs
+
+
+def _run(err: Any, base: list[Obj], jobs: list[Any], cfg: Any, hours: float, cycle: float,
+         show_progress: bool) -> dict[str, Any]:
+    """The simulation's summary, with a progress bar on a terminal."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kaid.sim.cluster import simulate
+
     started = time.perf_counter()
-    show = output == "table" and err.is_terminal
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=err, disable=not show, transient=True) as bar:
+                  TimeElapsedColumn(), console=err, disable=not show_progress, transient=True) as bar:
         task = bar.add_task("sim", total=1.0)
-        result = simulate(base, jobs, cfg, hours, cycle_s=cycle,
-                          progress=lambda f: bar.update(task, completed=f))
+        result = simulate(base, jobs, cfg, hours, cycle_s=cycle, progress=lambda f: bar.update(task, completed=f))
     summary = result.summary()
     summary["wallSeconds"] = round(time.perf_counter() - started, 2)
     summary["jobs"] = len(jobs)
-    if plot_file is not None:
-        try:
-            plot(summary, plot_file)
-        except OSError as e:
-            err.print(f"[red]error:[/red] cannot write {plot_file}: {e.strerror}")
-            raise typer.Exit(1) from None
-        err.print(f"charts written to {plot_file}")
-    if output == "json":
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
-    elif output == "yaml":
-        sys.stdout.write(to_yaml(summary))
-    else:
-        render(summary, Console(), title=f"kai simulate: {len(jobs)} jobs, seed {seed}, {solver}, "
-                                          f"{summary['wallSeconds']:.1f}s")
+    return summary

@@ -496,11 +496,37 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _parse_job(raw: object, where: str) -> JobSpec:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected a mapping of field: value, got {type(raw).__name__}")
-    if isinstance(raw.get("name"), str):
-        where = f"{where} ({raw['name']})"
+class _Fields:
+    """A trace job's fields, each read with its type checked; a bad one is a ValueError naming the job and field."""
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self.raw = raw
+        self.where = where
+
+    def bad(self, key: str, expected: str) -> ValueError:
+        return ValueError(f"{self.where}: field {key!r} must be {expected}, got {self.raw[key]!r}")
+
+    def text(self, key: str, pattern: re.Pattern[str], max_len: int, expected: str) -> str:
+        value = self.raw[key]
+        if not isinstance(value, str) or len(value) > max_len or not pattern.match(value):
+            raise self.bad(key, expected)
+        return value
+
+    def number(self, key: str) -> float:
+        value = self.raw[key]
+        if not _is_number(value) or not math.isfinite(value):
+            raise self.bad(key, "a finite number")
+        return float(value)
+
+    def integer(self, key: str, minimum: int) -> int:
+        value = self.raw[key]
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if not _is_number(value) or not whole or value < minimum:
+            raise self.bad(key, f"an integer >= {minimum}")
+        return int(value)
+
+
+def _check_keys(raw: dict[str, Any], where: str) -> None:
     for key in raw:
         if key not in _FIELDS:
             close = difflib.get_close_matches(str(key), _FIELDS, n=1)
@@ -510,28 +536,15 @@ def _parse_job(raw: object, where: str) -> JobSpec:
         if key not in raw:
             raise ValueError(f"{where}: field {key!r} is missing (required: {', '.join(_REQUIRED)})")
 
-    def bad(key: str, expected: str) -> ValueError:
-        return ValueError(f"{where}: field {key!r} must be {expected}, got {raw[key]!r}")
 
-    def text(key: str, pattern: re.Pattern[str], max_len: int, expected: str) -> str:
-        value = raw[key]
-        if not isinstance(value, str) or len(value) > max_len or not pattern.match(value):
-            raise bad(key, expected)
-        return value
-
-    def number(key: str) -> float:
-        value = raw[key]
-        if not _is_number(value) or not math.isfinite(value):
-            raise bad(key, "a finite number")
-        return float(value)
-
-    def integer(key: str, minimum: int) -> int:
-        value = raw[key]
-        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-        if not _is_number(value) or not whole or value < minimum:
-            raise bad(key, f"an integer >= {minimum}")
-        return int(value)
-
+def _parse_job(raw: object, where: str) -> JobSpec:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a mapping of field: value, got {type(raw).__name__}")
+    if isinstance(raw.get("name"), str):
+        where = f"{where} ({raw['name']})"
+    _check_keys(raw, where)
+    f = _Fields(raw, where)
+    bad, text, number, integer = f.bad, f.text, f.number, f.integer
     name = text("name", _DNS1123_LABEL, 63, "a DNS-1123 label (lowercase letters, digits and '-', at most 63)")
     queue = text("queue", _DNS1123_SUBDOMAIN, 253, "a queue name (lowercase letters, digits, '-' and '.')")
     arrival_s = number("arrival_s")
