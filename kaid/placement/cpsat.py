@@ -174,7 +174,7 @@ def _slot_vars(m: _Model, reps: list[Pod], counts: list[int], total: int) -> Non
                 x = m.model.new_int_var(0, min(cap, counts[si]), f"x_{len(m.assign)}_{s}_{si}")
                 m.model.add(x <= cap * used)
                 xs.append(x)
-                m.model.add(sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)) <= node0.idle)
+            m.model.add(sum(x * r.gpu_whole for x, r in zip(xs, reps, strict=True)) <= node0.idle)
             m.model.add(sum(x * r.cpu for x, r in zip(xs, reps, strict=True)) <= node0.free_cpu)
             m.model.add(sum(x * r.mem for x, r in zip(xs, reps, strict=True)) <= node0.free_mem)
             m.model.add(sum(xs) <= node0.free_pods)
