@@ -32,6 +32,12 @@ class Bind:
     gpu_milli: int
     action: str = "allocate"
     by: str | None = None
+    gpu_groups: tuple[str, ...] = ()  # a shared-GPU pod's group on each of its devices (``devices`` order)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The GPU groups of a shared-GPU bind (``gpu_groups``; ``gpu_group`` where only that is set)."""
+        return self.gpu_groups or ((self.gpu_group,) if self.gpu_group else ())
 
 
 @dataclass(slots=True)
@@ -85,8 +91,9 @@ def ready_pipelined(snap: Snapshot) -> list[Pod]:
 def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
     job = pod.job
     assert job is not None
+    groups = tuple(node.dev_group[d] or "" for d in pod.devices) if pod.frac_devices else ()
     return Bind(pod.key, node.name, job.key, job.queue, pod.devices, pod.gpu_group if pod.frac_devices else None,
-                pod.gpu_milli_on(node), action, by)
+                pod.gpu_milli_on(node), action, by, groups)
 
 
 def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,

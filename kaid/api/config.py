@@ -47,6 +47,71 @@ class LeaderElectionConfig(BaseModel):
     renewIntervalSeconds: float = Field(2.0, gt=0, le=60)
 
 
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a Kubernetes object name (DNS-1123 label)
+
+
+class GpuSharingConfig(BaseModel):
+    """The device handoff of shared-GPU pods (``kaid run``'s binder and ``kaid webhook``'s mutation)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = Field(True, description="Give shared-GPU pods their device: a reservation pod per GPU group "
+                          "and the pod's ConfigMaps. False: bind with the GPU-group label only (no device "
+                          "handoff; for clusters where something else delivers the device).")
+    reservationNamespace: str = Field(c.RESERVATION_NAMESPACE, pattern=_NAME)
+    reservationAppLabel: str = Field(c.RESERVATION_APP, min_length=1, max_length=63,
+                                     description="Value of the app label that marks reservation pods.")
+    reservationServiceAccount: str = Field(c.RESERVATION_APP, pattern=_NAME)
+    reservationImage: str = Field("ghcr.io/kai-scheduler/kaid:0.1.0", min_length=1,
+                                  description="Image of the reservation pods (kai's own: kaid gpu-reservation).")
+    reservationRuntimeClassName: str = Field("", description="runtimeClassName of reservation pods (empty: none).")
+    reservationTimeoutSeconds: float = Field(40.0, gt=0, le=600, description="How long a bind waits for the "
+                                             "GPU's UUID on a new reservation pod before it rolls back.")
+    reservationRetrySeconds: float = Field(30.0, ge=0, le=3600, description="How long a job whose shared-GPU bind "
+                                           "failed waits before it is placed again (doubling on each failure, "
+                                           "up to ten times this).")
+    reservationWorkers: int = Field(16, ge=1, le=256, description="Shared-GPU binds in flight at once (they "
+                                    "wait for reservations apart from whole-GPU binds).")
+    runtimeClassName: str = Field("", description="runtimeClassName the webhook gives shared-GPU pods that set "
+                                  "none (empty: leave it), e.g. nvidia.")
+    cdi: bool = Field(False, description="Name devices the CDI way (k8s.device-plugin.nvidia.com/gpu=<UUID>) in "
+                      "NVIDIA_VISIBLE_DEVICES, for a device plugin that uses CDI.")
+
+
+class WebhookConfig(BaseModel):
+    """``kaid webhook``: where it listens and the certificates it makes and rotates itself."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    port: int = Field(9443, ge=1, le=65535)
+    address: str = "0.0.0.0"
+    namespace: str = Field("kai-scheduler", pattern=_NAME)
+    serviceName: str = Field("kai-webhook", pattern=_NAME, description="Its Service (names in the certificate).")
+    secretName: str = Field("kai-webhook-ca", pattern=_NAME, description="Secret holding kai's webhook CA.")
+    configurationName: str = Field("kai-webhook", pattern=_NAME, description="Name of the Mutating- and "
+                                   "ValidatingWebhookConfiguration whose caBundle it keeps current.")
+    hosts: tuple[str, ...] = Field((), description="More names or IP addresses for the serving certificate.")
+    certificateHours: float = Field(168.0, ge=1, le=8760, description="Lifetime of a serving certificate; a new "
+                                    "one is made when a third of it is left.")
+    caDays: float = Field(3650.0, ge=2, le=36500, description="Lifetime of the CA; a new one is made (and both are "
+                          "trusted for a while) when a tenth of it is left.")
+
+
+class NodeAgentConfig(BaseModel):
+    """``kaid node-agent``: GPU memory per pod on one node, through NVML."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    periodSeconds: float = Field(10.0, ge=1, le=3600)
+    metricsPort: int = Field(8081, ge=0, le=65535, description="0 turns its metrics server off.")
+    metricsAddress: str = "0.0.0.0"
+    procRoot: str = Field("/host/proc", min_length=1, description="The host's /proc, to map GPU processes to pods.")
+    toleranceMiB: int = Field(256, ge=0, description="GPU memory a shared-GPU pod may use above its share before "
+                              "it counts as over it.")
+    evictOverShare: bool = Field(False, description="Evict a shared-GPU pod that stays over its share of GPU "
+                                 "memory for evictGraceSeconds (off: an event and a PodGroup condition only).")
+    evictGraceSeconds: float = Field(300.0, ge=0)
+    labelGpuMemory: bool = Field(True, description=f"Label the node {c.GPU_MEMORY_NODE_LABEL} (MiB) when GPU "
+                                 "Feature Discovery has not.")
+
+
 class SchedulerConfig(BaseModel):
     """Everything the engine and the daemon read from the config file."""
 
@@ -70,6 +135,9 @@ class SchedulerConfig(BaseModel):
     createPodGroups: bool = Field(True, description="Make a PodGroup for every workload that names none.")
     earlyFirstCycle: bool = Field(True, description="At start, bind pending pods while the pod list still arrives "
                                   "(allocate only, on the pods on nodes listed apart); see kaid.kube.startup.")
+    gpuSharing: GpuSharingConfig = GpuSharingConfig()
+    webhook: WebhookConfig = WebhookConfig()
+    nodeAgent: NodeAgentConfig = NodeAgentConfig()
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

@@ -50,6 +50,30 @@ GPU_MEMORY_NODE_LABEL: Final = "nvidia.com/gpu.memory"
 GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
 # Written by kai when it binds a shared-GPU pod: the device indexes it got on its node.
 GPU_DEVICES_ANNOTATION: Final = "kai.scheduler/gpu-devices"
+# A pod spanning several shared GPUs (gpu-fraction-num-devices > 1) carries one label per group instead:
+# ``runai-gpu-group/<group>: <group>``.
+GPU_GROUP_MULTI_LABEL_PREFIX: Final = "runai-gpu-group/"
+GPU_FRACTION_CONTAINER_NAME_ANNOTATION: Final = "gpu-fraction-container-name"
+
+# Device handoff to a shared-GPU pod (KAI's names, so that its tooling keeps working): one reservation pod
+# per GPU group holds the device and reports its UUID; the pod's ConfigMaps carry it to the container.
+RESERVATION_NAMESPACE: Final = "kai-resource-reservation"
+RESERVATION_APP_LABEL: Final = "app"
+RESERVATION_APP: Final = "kai-resource-reservation"
+RESERVATION_POD_PREFIX: Final = "gpu-reservation"
+RESERVATION_CONTAINER: Final = "resource-reservation"
+RESERVED_GPU_ANNOTATION: Final = "run.ai/reserve_for_gpu_index"  # its value is the GPU's UUID, not an index
+DO_NOT_DISRUPT_ANNOTATION: Final = "karpenter.sh/do-not-disrupt"
+SHARED_GPU_CONFIGMAP_ANNOTATION: Final = "runai/shared-gpu-configmap"  # the prefix of the pod's ConfigMap names
+RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"
+RECEIVED_FRACTION: Final = "Fraction"
+# Written by kai on a shared-GPU pod it binds: the PodGroup it was scheduled in (the node agent reports there).
+POD_GROUP_OF_POD_ANNOTATION: Final = "kai.scheduler/pod-group"
+NVIDIA_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+GPU_PORTION: Final = "GPU_PORTION"
+RUNAI_NUM_OF_GPUS: Final = "RUNAI_NUM_OF_GPUS"
+LEGACY_VISIBLE_DEVICES: Final = "RUNAI-VISIBLE-DEVICES"  # updated only where a ConfigMap has it already
+CDI_DEVICE_PREFIX: Final = "k8s.device-plugin.nvidia.com/gpu="
 
 # Written by kai on a pending pod placed onto resources that evictions are freeing (status Pipelined):
 # the node it is reserved on. It is bound there once the victims are gone.

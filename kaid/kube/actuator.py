@@ -5,6 +5,10 @@ condition, pipelined reservations and stale-gang marks as annotations.
 A bind that fails is retried; when a pod of a gang still cannot be bound, the pods of that gang bound
 in this cycle are released (deleted, so their controller makes them again), never leaving a gang
 half-bound.
+
+A job with a shared-GPU pod goes to the ``SharedBinder`` (``kaid.kube.reservations``) when there is one: it
+hands the device over before it binds, in the background, so that the cycle and whole-GPU binds never wait
+for a reservation. Those binds are listed in ``ApplyResult.reserving``; their outcome comes later.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 from kaid.api import constants as c
 from kaid.cycle import Bind, Decisions, Eviction
 from kaid.kube.client import ApiError, KubeClient, pod_path
+from kaid.kube.reservations import SharedBinder
+from kaid.model.pods import group_labels
 
 log = logging.getLogger("kaid.actuator")
 
@@ -31,6 +37,8 @@ class ApplyResult:
     evicted: list[Eviction] = field(default_factory=list)
     evict_failed: list[tuple[Eviction, str]] = field(default_factory=list)
     pipelined: int = 0
+    reserving: list[Bind] = field(default_factory=list)  # sent to the SharedBinder: bound (or not) later
+    shared_bound: list[Bind] = field(default_factory=list)  # shared-GPU binds of earlier cycles done since
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -43,25 +51,33 @@ class Actuator:
         self.client = client
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bind")
         self.retries = retries
+        self.shared: SharedBinder | None = None  # set by the daemon when shared-GPU pods get their device
+        self._reserving: list[Bind] = []  # sent to ``shared`` since the last ``bind``
 
     def close(self) -> None:
+        if self.shared is not None:
+            self.shared.close()
         self.pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------------------------------ binds
-    def _bind_one(self, b: Bind) -> str | None:
+    def _bind_one(self, b: Bind, patch: dict[str, Any] | None = None) -> str | None:
+        """Bind one pod, after the merge ``patch`` of its metadata (default: its GPU group labels and the end of
+        a pipelined mark, where it has either)."""
         ns, name = _split(b.pod)
         annotations = {}
         if b.devices:
             annotations[c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in b.devices)
+        if patch is None and (b.groups or b.action != "allocate"):
+            meta: dict[str, Any] = {"annotations": {c.PIPELINED_NODE_ANNOTATION: None,
+                                                    c.PIPELINED_ACTION_ANNOTATION: None}}
+            if b.groups:
+                meta["labels"] = group_labels(b.groups)
+            patch = {"metadata": meta}
         last = ""
         for attempt in range(self.retries):
             try:
-                if b.gpu_group or b.action != "allocate":
-                    meta: dict[str, Any] = {"annotations": {c.PIPELINED_NODE_ANNOTATION: None,
-                                                            c.PIPELINED_ACTION_ANNOTATION: None}}
-                    if b.gpu_group:
-                        meta["labels"] = {c.GPU_GROUP_LABEL: b.gpu_group}
-                    self.client.merge_patch(pod_path(ns, name), {"metadata": meta})
+                if patch is not None:
+                    self.client.merge_patch(pod_path(ns, name), patch)
                 body = {"apiVersion": "v1", "kind": "Binding",
                         "metadata": {"name": name, "namespace": ns, "annotations": annotations},
                         "target": {"apiVersion": "v1", "kind": "Node", "name": b.node}}
@@ -86,13 +102,39 @@ class Actuator:
         return bool((pod.get("spec") or {}).get("nodeName") == node)
 
     def start_binds(self, binds: list[Bind]) -> list[tuple[Bind, Future[str | None]]]:
-        """Send binds now, without waiting: a cycle streams each job's binds as soon as it is placed."""
+        """Send binds now, without waiting: a cycle streams each job's binds as soon as it is placed. The jobs
+        with a shared-GPU pod go to the SharedBinder, if there is one (and are not in what is returned)."""
+        if self.shared is not None:
+            by_job: dict[str, list[Bind]] = defaultdict(list)
+            for b in binds:
+                by_job[b.job].append(b)
+            plain: list[Bind] = []
+            for job_binds in by_job.values():
+                if any(b.gpu_groups for b in job_binds):
+                    self.shared.submit(job_binds)
+                    self._reserving.extend(job_binds)
+                else:
+                    plain.extend(job_binds)
+            binds = plain
         return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
+
+    def release(self, binds: list[Bind]) -> list[str]:
+        """Delete bound pods (of a gang that could not be bound whole): their controller makes them again."""
+        released = []
+        for b in binds:
+            ns, name = _split(b.pod)
+            try:
+                self.client.request("DELETE", pod_path(ns, name), {"gracePeriodSeconds": 0})
+                released.append(b.pod)
+            except ApiError as err:
+                log.warning("could not release %s: %s", b.pod, err.message)
+        return released
 
     def bind(self, binds: list[Bind], started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
         out = ApplyResult()
         pairs = list(started or []) + self.start_binds(binds)
+        out.reserving, self._reserving = self._reserving, []
         binds = [b for b, _ in pairs]
         results = [f.result() for _, f in pairs]
         by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)
@@ -105,13 +147,7 @@ class Actuator:
             if failed and ok and len(items) > 1:
                 # never leave a gang half-bound: release what this cycle bound of it
                 log.warning("releasing %d bound pods of %s: %d binds failed", len(ok), job, len(failed))
-                for b in ok:
-                    ns, name = _split(b.pod)
-                    try:
-                        self.client.request("DELETE", pod_path(ns, name), {"gracePeriodSeconds": 0})
-                        out.released.append(b.pod)
-                    except ApiError as err:
-                        log.warning("could not release %s: %s", b.pod, err.message)
+                out.released.extend(self.release(ok))
             else:
                 out.bound.extend(ok)
         return out
@@ -161,7 +197,7 @@ class Actuator:
 
     def apply(self, d: Decisions, started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         ev = self.evict(d.evictions)
-        sent = {b.pod for b, _ in started or []}
+        sent = {b.pod for b, _ in started or []} | {b.pod for b in self._reserving}
         out = self.bind([b for b in d.binds if b.pod not in sent], started)
         out.evicted, out.evict_failed = ev.evicted, ev.evict_failed
         evicted = {e.pod for e in d.evictions}

@@ -81,6 +81,7 @@ class Informer:
         self.first_item: Callable[[Obj], None] | None = None  # sees each item of the first list
         self.arrival: Callable[[Obj], None] | None = None  # the start's look at them (may hold the list)
         self.arrived: list[Obj] = []  # the items of the first list so far, while it lasts (see startup.early_view)
+        self.listeners: list[Callable[[Obj], None]] = []  # see each object a watch event adds or changes
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
 
     def start(self) -> None:
@@ -181,6 +182,8 @@ class Informer:
             else:
                 self.items[key] = obj
         self.changed.set()
+        for listener in self.listeners:
+            listener(obj)
 
 
 def served_group_versions(client: KubeClient) -> set[str]:
@@ -249,6 +252,13 @@ class WatchCache:
             with inf.lock:
                 out.extend(inf.items.values())
         return out
+
+    def on_change(self, kind: str, listener: Callable[[Obj], None]) -> None:
+        """``listener`` sees every object of ``kind`` that a watch event adds, changes or deletes, in the watch's
+        thread, after the cache has it (a relist tells nobody: look at the cache too)."""
+        for inf in self.informers:
+            if inf.res.kind == kind:
+                inf.listeners.append(listener)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         for inf in self.informers:

@@ -2,7 +2,9 @@
 apply its Decisions and write status, metrics and events. SIGTERM finishes the cycle in flight.
 
 Binds and evictions are "assumed" until the watch shows them (as kube-scheduler does), so the next
-cycle never hands the same GPUs out twice while the watch catches up."""
+cycle never hands the same GPUs out twice while the watch catches up. Shared-GPU binds (which wait for a
+reservation, in the background) are assumed from the moment they are sent until their outcome comes; a job
+whose shared-GPU bind failed waits (``reservationRetrySeconds``, doubling) with the reason on its PodGroup."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from kaid.kube.leader import LeaderElector
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.podmemo import PodMemo
+from kaid.kube.reservations import NOT_SET_UP, SharedBinder, SharedOutcome
 from kaid.kube.startup import (
     EarlyView,
     StartingCache,
@@ -42,9 +45,10 @@ from kaid.kube.startup import (
 )
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Snapshot
+from kaid.model.objects import Reason, Snapshot
 from kaid.model.pods import mark_bound, mark_pipelined
-from kaid.model.vocabulary import PodPhase
+from kaid.model.vocabulary import PodPhase, PodStatus
+from kaid.sharing.handoff import not_set_up
 
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
@@ -59,9 +63,13 @@ class Overlay:
     evicted: dict[str, float] = field(default_factory=dict)
     pipelined: dict[str, tuple[Bind, float]] = field(default_factory=dict)
 
-    def record(self, d: Decisions, applied: ApplyResult, now: float) -> None:
+    def record(self, d: Decisions, applied: ApplyResult, now: float, reserving_for: float = 0.0) -> None:
+        """``reserving_for``: how long a shared-GPU bind may take (its outcome ends the assumption sooner)."""
         for b in applied.bound:
             self.bound[b.pod] = (b, now + ASSUME_TTL)
+            self.pipelined.pop(b.pod, None)
+        for b in applied.reserving:
+            self.bound[b.pod] = (b, now + reserving_for + ASSUME_TTL)
             self.pipelined.pop(b.pod, None)
         for e in applied.evicted:
             self.evicted[e.pod] = now + ASSUME_TTL
@@ -69,6 +77,15 @@ class Overlay:
         for b in d.pipelined:
             if b.pod not in evicted:
                 self.pipelined[b.pod] = (b, now + ASSUME_TTL)
+
+    def settle(self, outcome: SharedOutcome, now: float) -> None:
+        """A shared-GPU job's outcome: bound pods are assumed for ASSUME_TTL from now, the others no more."""
+        for b in outcome.bound:
+            self.bound[b.pod] = (b, now + ASSUME_TTL)
+        for b, _ in outcome.failed:
+            self.bound.pop(b.pod, None)
+        for pod in outcome.released:
+            self.bound.pop(pod, None)
 
     def apply(self, objects: list[Obj], now: float) -> list[Obj]:
         for table in (self.bound, self.pipelined):
@@ -89,7 +106,7 @@ class Overlay:
                 return pod
             b = self.bound[key][0]
             pod = copy.deepcopy(pod)
-            mark_bound(pod, b.node, b.devices, b.gpu_group)
+            mark_bound(pod, b.node, b.devices, b.groups)
             pod.setdefault("status", {})["phase"] = PodPhase.RUNNING.value
         elif key in self.evicted:
             if not meta.meta(pod).get("deletionTimestamp"):
@@ -101,7 +118,7 @@ class Overlay:
                 return pod
             b = self.pipelined[key][0]
             pod = copy.deepcopy(pod)
-            mark_pipelined(pod, b.node, b.action, b.devices, b.gpu_group)
+            mark_pipelined(pod, b.node, b.action, b.devices, b.groups)
         return pod
 
 
@@ -118,6 +135,13 @@ class Daemon:
         if enabled("preread") and not self.cache.synced:  # pods of the first list are read as they come
             self.cache.on_first_list(self.pod_memo.preread)
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
+        self.shared: SharedBinder | None = None
+        if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
+            self.shared = SharedBinder(client, cfg.gpuSharing, self._cached_pod, self.actuator._bind_one,
+                                       self.actuator.release)
+            self.actuator.shared = self.shared
+            self.cache.on_change("Pod", self.shared.notify)
+        self.backoff: dict[str, tuple[float, int, Reason]] = {}  # job -> (retry after, failures, why)
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
         self.status = StatusWriter(self.writer, cfg.schedulerName)
@@ -137,6 +161,9 @@ class Daemon:
         # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
         self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
         self.early_bound: list[str] = []  # the pods the early cycle bound
+
+    def _cached_pod(self, namespace: str, name: str) -> Obj | None:
+        return self.cache.get("Pod", namespace, name)
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.holds()
@@ -251,6 +278,7 @@ class Daemon:
         if self.cfg.createPodGroups:
             objs = objs + podgroups_to_create(objs, self.cfg)  # from memory; the next cycle writes them
         snap = build_snapshot(objs, self.cfg, time.time(), None, wait_for_owners=True, pod_reader=self.pod_memo.peek)
+        self._hold(snap, time.time())
         t1 = time.monotonic()
         stream = _BindStream(self, "early cycle", started)
         decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": (Action.ALLOCATE,)}), on_bind=stream)
@@ -258,7 +286,7 @@ class Daemon:
         t2 = time.monotonic()
         binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in stream.sent])
         applied = self.actuator.apply(binding, stream.sent)
-        self.overlay.record(binding, applied, time.time())
+        self.overlay.record(binding, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
         self.early_bound = [b.pod for b in applied.bound]
         t3 = time.monotonic()
         self.cycles += 1
@@ -275,13 +303,17 @@ class Daemon:
         status, metrics and usage."""
         started = time.monotonic()
         self.last_cycle = started
+        settled = self._settle_shared(time.time())
         now = time.time()
         objs, fresh = self._with_podgroups(self.cache.objects(), now)
         objs = self.overlay.apply(objs, now)
+        if self.shared is not None:
+            self.shared.collect(objs, now)
         t0 = time.monotonic()
         c0 = time.thread_time()
         snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
                               wait_for_owners=True, pod_reader=self.pod_memo.read)
+        self._hold(snap, now)
         self.pod_memo.next_cycle()
         t1 = time.monotonic()
         log.debug("cycle %d: %d objects read in %.0f ms, snapshot in %.0f ms (%.0f ms CPU)", self.cycles + 1,
@@ -302,14 +334,19 @@ class Daemon:
             log.warning("lost the lease during a cycle; its remaining decisions are dropped")
             decisions = Decisions(binds=[b for b, _ in stream.sent])
         applied = self.actuator.apply(decisions, stream.sent)
+        for out in settled:  # shared-GPU jobs sent in earlier cycles, finished since
+            applied.shared_bound.extend(out.bound)
+            applied.failed.extend((b, r.message) for b, r in out.failed)
+            applied.released.extend(out.released)
         # assumed from now on, not from the cycle's start: binds stream for as long as the rate limit makes the
         # cycle last (38 s for a 4,000-pod backlog at 100 QPS), longer than the assumption lives
-        self.overlay.record(decisions, applied, time.time())
+        self.overlay.record(decisions, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
         t3 = time.monotonic()
         self._mark_stale(snap, decisions)
         if self.status_busy is None or self.status_busy.done():
             # written while the next cycle runs; a cycle that finds it still busy skips (the next writes anew)
             earlier = self.early_observed[2].bound if self.early_observed is not None else []
+            earlier = [*earlier, *applied.shared_bound]
             self.status_busy = self.background.submit(self.status.write, snap, decisions, applied, earlier)
         t4 = time.monotonic()
         if self.early_observed is not None:
@@ -343,6 +380,49 @@ class Daemon:
             self.creating[meta.object_key(pg)] = now
         return objs + missing, fresh
 
+    def _settle_shared(self, now: float) -> list[SharedOutcome]:
+        """The shared-GPU jobs finished since the last cycle: their binds assumed or forgotten; a job that failed
+        waits before it is placed again (``reservationRetrySeconds``, doubling per failure, at most ten times)."""
+        if self.shared is None:
+            return []
+        outcomes = self.shared.drain()
+        base = self.cfg.gpuSharing.reservationRetrySeconds
+        for out in outcomes:
+            self.overlay.settle(out, now)
+            if out.failed:
+                reason = out.failed[0][1]
+                failures = self.backoff.get(out.job, (0.0, 0, reason))[1]
+                delay = min(base * 2 ** failures, base * 10)
+                self.backoff[out.job] = (now + delay, failures + 1, reason)
+                log.warning("shared-GPU binds of %s failed: %s; it is placed again in %.0f s", out.job, reason.message,
+                            delay)
+            elif out.bound:
+                self.backoff.pop(out.job, None)
+        return outcomes
+
+    def _hold(self, snap: Snapshot, now: float) -> None:
+        """Keep from this cycle the jobs that must wait: a shared-GPU bind of theirs failed a moment ago, or a
+        shared-GPU pod of theirs cannot be given its device (admission did not set it up). The reason goes on
+        their PodGroup like any other."""
+        if not self.cfg.gpuSharing.enabled:
+            return
+        forget = 10 * self.cfg.gpuSharing.reservationRetrySeconds + 600
+        for key in [k for k, (until, _, _) in self.backoff.items() if until + forget < now]:
+            del self.backoff[key]
+        for job in snap.jobs.values():
+            pending = [p for p in job.pods if p.status == PodStatus.PENDING]
+            if not pending:
+                continue
+            held = self.backoff.get(job.key)
+            if held is not None and held[0] > now:
+                when = time.strftime("%H:%M:%S UTC", time.gmtime(held[0]))
+                job.errors.append(Reason(held[2].code, f"{held[2].message}; kai places it again after {when}"))
+            for p in pending:
+                problem = not_set_up(p.raw) if p.frac_devices and p.raw is not None else None
+                if problem is not None:
+                    job.errors.append(Reason(NOT_SET_UP, problem))
+                    break
+
     def _metrics(self) -> Metrics:
         if self.metrics is None:
             self.metrics = Metrics()
@@ -370,12 +450,12 @@ class Daemon:
         m.cycle.observe(total * 1000)
         for name, secs in phases.items():
             m.phase.labels(name).observe(secs * 1000)
-        m.binds.labels("ok").inc(len(applied.bound))
+        m.binds.labels("ok").inc(len(applied.bound) + len(applied.shared_bound))
         m.binds.labels("failed").inc(len(applied.failed))
         for e in applied.evicted:
             m.evictions.labels(e.action).inc()
         pods = {p.key: p for p in snap.pods}
-        for b in applied.bound:
+        for b in [*applied.bound, *applied.shared_bound]:
             p = pods.get(b.pod)
             if p is not None and p.created:
                 m.wait.observe(max(0.0, snap.now - p.created))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
 
 BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 
@@ -48,11 +49,29 @@ class Metrics:
 EMPTY_EXPOSITION = (b"", "text/plain; version=0.0.4; charset=utf-8")
 
 
-def serve(metrics: Callable[[], Metrics | None], port: int, ready: Callable[[], bool], healthy: Callable[[], bool],
-          address: str = "0.0.0.0") -> ThreadingHTTPServer:
-    """``metrics``: the daemon's metrics, None while they are not made yet."""
+class PlainHandler(BaseHTTPRequestHandler):
+    """A request handler that answers with ``reply`` and logs nothing per request."""
 
-    class Handler(BaseHTTPRequestHandler):
+    def reply(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+class Exposition(Protocol):
+    def render(self) -> tuple[bytes, str]: ...
+
+
+def serve(metrics: Callable[[], Exposition | None], port: int, ready: Callable[[], bool], healthy: Callable[[], bool],
+          address: str = "0.0.0.0") -> ThreadingHTTPServer:
+    """``metrics``: the process's metrics (the daemon's ``Metrics``), None while they are not made yet."""
+
+    class Handler(PlainHandler):
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
             if path == "/metrics":
@@ -67,14 +86,7 @@ def serve(metrics: Callable[[], Metrics | None], port: int, ready: Callable[[], 
                 body, ctype, code = (b"ok" if ok else b"not ready"), "text/plain", 200 if ok else 503
             else:
                 body, ctype, code = b"not found", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
+            self.reply(code, body, ctype)
 
     server = ThreadingHTTPServer((address, port), Handler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()

@@ -135,6 +135,10 @@ class StatusWriter:
             pod = pods.get(e.pod)
             if pod is not None and pod.raw is not None:
                 self.event(pod.raw, EventReason.EVICTED, f"{e.action} for {e.by}: {e.message}", "Warning")
+        for b, error in applied.failed:
+            pod = pods.get(b.pod)
+            if pod is not None and pod.raw is not None:
+                self.event(pod.raw, EventReason.BINDING_ERROR, f"could not bind to node {b.node}: {error}", "Warning")
         self.write_queues(d, snap)
 
     def _podgroup_status(self, job: Job, raw: Obj, reasons: list[Reason] | None, alloc: int, running: int) -> None:

@@ -17,9 +17,9 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
-from kaid.model.nodes import occupy, read_node
+from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot
-from kaid.model.pods import PodReader, read_pod
+from kaid.model.pods import PodReader, is_reservation_pod, opened_by, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import FINISHED_PHASES, PodPhase, PodStatus
@@ -93,9 +93,13 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
     jobs: dict[str, Job] = {}
     for obj in inp.podgroups:
         read_podgroup(obj, jobs)
-    pods, holders = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners)
+    pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners)
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
+    waiting = {p.uid for p in pods if p.status == PodStatus.PENDING and p.frac_devices}
+    for node, pod in reservations:
+        if pod.gpu_group and not opened_by(pod.gpu_group, waiting):  # (else its pod meets it again if placed here)
+            hold_reserved_device(node, pod.gpu_group)
     _finish_jobs(jobs, queues, pcs, topologies)
     check_min_member(jobs, inp.owners)
     snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems, read_budgets(inp.pdbs), node_by_name)
@@ -104,11 +108,13 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
 
 
 def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name: Mapping[str, Node],
-               jobs: dict[str, Job], wait_for_owners: bool) -> tuple[list[Pod], list[Holder]]:
-    """This scheduler's pods, each in its job; and every pod that holds resources on a node, this scheduler's
-    or another's (accounted after all are read)."""
+               jobs: dict[str, Job], wait_for_owners: bool) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
+    """This scheduler's pods, each in its job; every pod that holds resources on a node, this scheduler's or
+    another's (accounted after all are read); and the reservation pods of shared GPUs, which are kai's own: they
+    count for nothing but what they hold on their node (no queue's share, no job)."""
     pods: list[Pod] = []
     holders: list[Holder] = []
+    reservations: list[tuple[Node, Pod]] = []
     for obj in inp.pods:
         spec = obj.get("spec") or {}
         if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
@@ -118,6 +124,13 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
             continue  # another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
         pod = read(obj, pod_problems)
+        if is_reservation_pod(obj, cfg.gpuSharing):
+            node = node_by_name.get(pod.node or "")
+            if node is not None:
+                pod.gpu_whole = 0  # its device is counted on its group's pods, or alone (hold_reserved_device)
+                holders.append((1, node, pod))
+                reservations.append((node, pod))
+            continue
         holder = _place_read_pod(obj, pod, ours, node_by_name)
         if holder is not None:
             holders.append(holder)
@@ -128,7 +141,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         job.errors.extend(pod_problems)
         pod.job = job
         job.pods.append(pod)
-    return pods, holders
+    return pods, holders, reservations
+
 
 
 def _place_read_pod(obj: Obj, pod: Pod, ours: bool, node_by_name: Mapping[str, Node]) -> Holder | None:

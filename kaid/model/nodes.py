@@ -8,6 +8,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.quantity import QuantityError, to_int, to_milli
 from kaid.model.objects import Node, Pod
+from kaid.model.pods import gpu_groups_of, new_gpu_group
 
 Obj = dict[str, Any]
 
@@ -70,25 +71,47 @@ def occupy(node: Node, pod: Pod) -> None:
             node.dev_used[d] += 1000
         pod.devices = tuple(wanted)
     elif pod.frac_devices:
-        share = min(1000, pod.gpu_milli_on(node) // pod.frac_devices)
-        group = pod.gpu_group or f"{pod.key}"
-        chosen: list[int] = []
-        for k in range(pod.frac_devices):
-            gname = group if k == 0 else f"{group}-{k}"
-            dev = next((d for d in range(node.gpus) if node.dev_group[d] == gname), None)
-            if dev is None and k < len(pod.devices) and 0 <= pod.devices[k] < node.gpus and \
-                    node.dev_group[pod.devices[k]] is None and node.dev_used[pod.devices[k]] == 0:
-                dev = pod.devices[k]
-            if dev is None:
-                dev = next((d for d in range(node.gpus) if node.dev_used[d] == 0 and d not in chosen), None)
-            if dev is None:
-                continue  # over-committed node: keep counting cpu/memory, the GPUs are already gone
-            if node.dev_used[dev] == 0:
-                node.idle -= 1
-            node.dev_used[dev] += share
-            node.dev_group[dev] = gname
-            chosen.append(dev)
-        pod.devices = tuple(chosen)
+        _occupy_shared(node, pod)
+
+
+def _occupy_shared(node: Node, pod: Pod) -> None:
+    """Each of a shared-GPU pod's groups on one device: the one the group's other pods are on, else the device
+    the pod recorded (a pod without group labels, pipelined, joins the group there), else an idle one."""
+    share = min(1000, pod.gpu_milli_on(node) // pod.frac_devices)
+    groups = gpu_groups_of(pod.labels)
+    chosen: list[int] = []
+    for k in range(pod.frac_devices):
+        group = groups[k] if k < len(groups) else None
+        dev = next((d for d in range(node.gpus) if node.dev_group[d] == group), None) if group else None
+        own = pod.devices[k] if k < len(pod.devices) else -1
+        if dev is None and 0 <= own < node.gpus and own not in chosen and \
+                node.dev_used[own] + share <= 1000 and (node.dev_group[own] is None or group is None):
+            dev = own
+        if dev is None:
+            dev = next((d for d in range(node.gpus) if node.dev_used[d] == 0 and d not in chosen), None)
+        if dev is None:
+            continue  # over-committed node: keep counting cpu/memory, the GPUs are already gone
+        if node.dev_used[dev] == 0:
+            node.idle -= 1
+        node.dev_used[dev] += share
+        if node.dev_group[dev] is None:
+            node.dev_group[dev] = group or new_gpu_group(node, pod, dev, k)
+        chosen.append(dev)
+    pod.devices = tuple(chosen)
+    if chosen:
+        pod.gpu_group = node.dev_group[chosen[0]]
+
+
+def hold_reserved_device(node: Node, group: str | None) -> None:
+    """A reservation pod whose group no pod on its node is in (its pods are gone, or it waits for one) still holds a
+    whole device at the kubelet until it is deleted: count that device as used."""
+    if not group or group in node.dev_group:
+        return
+    idle = next((d for d in range(node.gpus) if node.dev_used[d] == 0), None)
+    if idle is not None:
+        node.dev_used[idle] = 1000
+        node.dev_group[idle] = group
+        node.idle -= 1
 
 
 def reference_node(nodes: list[Node]) -> Node | None:

@@ -3,14 +3,15 @@ placement constraints. A problem with one pod becomes a Reason; the pod is still
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from kaid.api import constants as c
 from kaid.api import meta
+from kaid.api.config import GpuSharingConfig
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
-from kaid.model.objects import Pod, Reason
+from kaid.model.objects import Node, Pod, Reason
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -168,31 +169,69 @@ def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> N
 
 
 # ------------------------------------------------------------------------------------- what kai writes on pods
-def mark_bound(obj: Obj, node: str, devices: tuple[int, ...], gpu_group: str | None) -> None:
+def mark_bound(obj: Obj, node: str, devices: tuple[int, ...], gpu_groups: Sequence[str]) -> None:
     """Change a pod object (in place) as kai's bind does, so that ``read_pod`` reads it back bound: its node, the
-    devices annotation (removed when there are none), the GPU group label, and no pipelined reservation left.
+    devices annotation (removed when there are none), the GPU group labels, and no pipelined reservation left.
     The daemon's assumed binds and the simulator apply binds with it."""
     obj.setdefault("spec", {})["nodeName"] = node
     anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
     anns.pop(c.PIPELINED_NODE_ANNOTATION, None)
     anns.pop(c.PIPELINED_ACTION_ANNOTATION, None)
-    _mark_devices(obj, devices, gpu_group)
+    _mark_devices(obj, devices, gpu_groups)
 
 
-def mark_pipelined(obj: Obj, node: str, action: str, devices: tuple[int, ...], gpu_group: str | None) -> None:
+def mark_pipelined(obj: Obj, node: str, action: str, devices: tuple[int, ...], gpu_groups: Sequence[str]) -> None:
     """Change a pod object (in place) as kai's pipelining does: reserved on ``node`` by ``action``, with the
     devices it will get there."""
     anns = obj.setdefault("metadata", {}).setdefault("annotations", {})
     anns[c.PIPELINED_NODE_ANNOTATION] = node
     anns[c.PIPELINED_ACTION_ANNOTATION] = action
-    _mark_devices(obj, devices, gpu_group)
+    _mark_devices(obj, devices, gpu_groups)
 
 
-def _mark_devices(obj: Obj, devices: tuple[int, ...], gpu_group: str | None) -> None:
+def _mark_devices(obj: Obj, devices: tuple[int, ...], gpu_groups: Sequence[str]) -> None:
     m = obj["metadata"]
     if devices:
         m["annotations"][c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in devices)
     else:
         m["annotations"].pop(c.GPU_DEVICES_ANNOTATION, None)
-    if gpu_group:
-        m.setdefault("labels", {})[c.GPU_GROUP_LABEL] = gpu_group
+    if gpu_groups:
+        m.setdefault("labels", {}).update(group_labels(gpu_groups))
+
+
+def group_labels(groups: Sequence[str]) -> dict[str, str]:
+    """The labels that tie a pod to its GPU groups (one group: ``runai-gpu-group``; several: one
+    ``runai-gpu-group/<group>`` each, as KAI writes them); ``gpu_groups_of`` reads them back."""
+    if len(groups) == 1:
+        return {c.GPU_GROUP_LABEL: groups[0]}
+    return {f"{c.GPU_GROUP_MULTI_LABEL_PREFIX}{g}": g for g in groups}
+
+
+def gpu_groups_of(labels: Mapping[str, Any]) -> list[str]:
+    """The GPU groups a pod's labels name: ``runai-gpu-group``, or one ``runai-gpu-group/<group>`` per device of
+    a pod that spans several (sorted)."""
+    multi = sorted(str(v) for k, v in labels.items() if str(k).startswith(c.GPU_GROUP_MULTI_LABEL_PREFIX) and v)
+    if multi:
+        return multi
+    single = labels.get(c.GPU_GROUP_LABEL)
+    return [str(single)] if single else []
+
+
+def is_reservation_pod(obj: Obj, cfg: GpuSharingConfig) -> bool:
+    """One of kai's reservation pods, which hold a shared GPU's device on its node."""
+    return meta.meta(obj).get("namespace") == cfg.reservationNamespace and \
+        meta.labels_of(obj).get(c.RESERVATION_APP_LABEL) == cfg.reservationAppLabel
+
+
+def new_gpu_group(node: Node, pod: Pod, device: int, k: int) -> str:
+    """The name of a GPU group that ``pod`` opens on ``device`` (its ``k``-th): unique to this group's life (from
+    the pod's uid), so that a group opened later on the same device gets a reservation pod of its own; the same
+    when the same pod is placed there again (it meets the reservation made for it before). A label value."""
+    if not pod.uid:
+        return f"{node.name}-gpu{device}"
+    return pod.uid if pod.frac_devices == 1 else f"{pod.uid}-{k}"
+
+
+def opened_by(group: str, uids: Container[str]) -> bool:
+    """Whether ``group`` is named after one of the pods ``uids`` (``new_gpu_group``)."""
+    return group in uids or group.rpartition("-")[0] in uids

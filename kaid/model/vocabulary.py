@@ -109,6 +109,10 @@ class ReasonCode(StrEnum):
     PREEMPTION_NEVER = "PreemptionNever"
     NOT_PLACED_THIS_CYCLE = "NotPlacedThisCycle"
     NOT_EXPLAINED = "NotExplained"
+    # why a shared-GPU job waits: its device could not be handed over (kaid.kube.reservations)
+    GPU_RESERVATION_FAILED = "GpuReservationFailed"
+    GPU_SHARING_NOT_SET_UP = "GpuSharingNotSetUp"
+    BINDING_ERROR = "BindingError"
 
 
 class NodeFailure(StrEnum):
@@ -153,3 +157,6 @@ class EventReason(StrEnum):
     SCHEDULED = "Scheduled"
     UNSCHEDULABLE = "Unschedulable"
     EVICTED = "Evicted"
+    BINDING_ERROR = "BindingError"
+    GPU_MEMORY_OVER_SHARE = "GpuMemoryOverShare"  # kaid node-agent: a shared-GPU pod over its share of GPU memory
+    EVICTED_OVER_SHARE = "EvictedOverShare"

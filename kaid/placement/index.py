@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kaid.model.objects import Node, Pod
+from kaid.model.pods import new_gpu_group
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
 
 Devices = tuple[int, ...]
@@ -56,11 +57,11 @@ class NodeIndex:
                 node.dev_used[d] += 1000
         elif pod.frac_devices:
             share = pod.gpu_milli_on(node) // pod.frac_devices
-            for d in devices:
+            for k, d in enumerate(devices):
                 if node.dev_used[d] == 0:
                     node.idle -= 1
                     if node.dev_group[d] is None:
-                        node.dev_group[d] = f"{node.name}-gpu{d}"
+                        node.dev_group[d] = new_gpu_group(node, pod, d, k)
                 node.dev_used[d] += share
         self._moved(node, old)
 

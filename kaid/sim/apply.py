@@ -19,7 +19,7 @@ Obj = dict[str, Any]
 def bind_pod(obj: Obj, bind: Bind, now: float) -> None:
     """What kaid's binder writes (``mark_bound``); here the pod also starts running at once, as a kubelet
     would make it."""
-    mark_bound(obj, bind.node, bind.devices, bind.gpu_group)
+    mark_bound(obj, bind.node, bind.devices, bind.groups)
     status = obj.setdefault("status", {})
     status["phase"] = PodPhase.RUNNING.value
     status["startTime"] = format_time(now)
@@ -31,7 +31,7 @@ def pipeline_pod(obj: Obj, bind: Bind) -> None:
     status = obj.setdefault("status", {})
     status["phase"] = PodPhase.PENDING.value
     status.pop("startTime", None)
-    mark_pipelined(obj, bind.node, bind.action, bind.devices, bind.gpu_group)
+    mark_pipelined(obj, bind.node, bind.action, bind.devices, bind.groups)
 
 
 def reset_pod(obj: Obj) -> None:
