@@ -45,3 +45,52 @@ def version() -> None:
     """Print kaid's version."""
     typer.echo(f"kaid {__version__}")
 
+
+
+@app.command("gpu-reservation")
+def gpu_reservation(
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file (default: the in-cluster "
+                                                     "service account).")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Its pod's namespace (default: "
+                                                   "$POD_NAMESPACE).")] = None,
+    pod: Annotated[str | None, typer.Option("--pod", help="Its pod's name (default: $POD_NAME).")] = None,
+) -> None:
+    """The process of a GPU reservation pod (kaid makes those for shared GPUs): write the UUID of the one GPU it
+    sees (NVML) on its own pod, then hold the GPU until SIGTERM. Exit 1, with one line on stderr, when NVML is
+    missing or shows no GPU or several."""
+    from kaid.sharing.reservation_agent import run_reservation_agent
+
+    raise typer.Exit(run_reservation_agent(kubeconfig, namespace, pod))
+
+
+@app.command("node-agent")
+def node_agent(
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file (default: the in-cluster "
+                                                     "service account).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML; its nodeAgent section).")]
+    = None,
+    node: Annotated[str | None, typer.Option("--node", help="This node's name (default: $NODE_NAME).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Measure the GPU memory each pod uses on this node (NVML, processes mapped to pods by their cgroup): serve it
+    as metrics, flag shared-GPU pods over their share (event, PodGroup condition; evicted if nodeAgent.evictOverShare
+    says so), and label the node nvidia.com/gpu.memory where GPU Feature Discovery has not. Runs until SIGTERM."""
+    from kaid.sharing.node_agent import run_node_agent
+
+    raise typer.Exit(run_node_agent(kubeconfig, config, node, log_level))
+
+
+@app.command()
+def webhook(
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig", help="kubeconfig file (default: the in-cluster "
+                                                     "service account).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="kai config file (YAML; schedulerName, gpuSharing, "
+                                                 "webhook).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+) -> None:
+    """kai's admission webhook, over HTTPS with certificates it makes and rotates itself (CA in a Secret, caBundle
+    patched): sets up shared-GPU pods of kai's scheduler, and refuses bad GPU annotations, Queues (missing parent,
+    cycle, limit below quota) and PodGroups (minMember below 1), saying what to fix. Runs until SIGTERM."""
+    from kaid.webhook.server import run_webhook
+
+    raise typer.Exit(run_webhook(kubeconfig, config, log_level))

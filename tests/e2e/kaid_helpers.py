@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,43 @@ def base_config() -> Obj:
     cm = yaml.safe_load((MANIFESTS / "config.yaml").read_text())
     cfg: Obj = yaml.safe_load(cm["data"]["config.yaml"])
     return cfg
+
+
+@dataclass(frozen=True)
+class KaiInstall:
+    apply_output: str
+    queues_output: str
+    kubeconfig: Path  # a token of ServiceAccount kai-scheduler/kai-scheduler
+
+
+WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfiguration/kai-webhook", "validatingwebhookconfiguration/kai-webhook")
+
+
+def install_kai(cp: ControlPlane) -> KaiInstall:
+    """``kubectl apply -k manifests/``, then the default queues once the Queue CRD is served.
+
+    The webhook configurations are deleted again: their Service has no pods here (no kube-scheduler runs them),
+    and the API server would call out to its cluster IP for every kai object. Tests that want the webhook run
+    ``kaid webhook`` here and register it by URL (``kai_webhook``)."""
+    cp.kubectl("delete", "--ignore-not-found", *WEBHOOK_CONFIGURATIONS)  # a test's, registered by URL
+    applied = cp.kubectl("apply", "-k", str(MANIFESTS))
+    cp.kubectl("delete", "--ignore-not-found", *WEBHOOK_CONFIGURATIONS)
+
+    def served() -> bool:
+        names = cp.kubectl("api-resources", "--api-group=scheduling.run.ai", "-o", "name", check=False).stdout.split()
+        return {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai"} <= set(names)
+
+    wait_for(served, 60, "the Queue and PodGroup CRDs to be served")
+    cp.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/queues.scheduling.run.ai",
+               "crd/podgroups.scheduling.run.ai", "crd/topologies.kai.scheduler")  # fmt: skip
+    default_queues = cp.kubectl("apply", "-k", str(MANIFESTS / "default-queues"))
+    kubeconfig = cp.serviceaccount_kubeconfig(KAI_NAMESPACE, "kai-scheduler")
+    return KaiInstall(applied.stdout, default_queues.stdout, kubeconfig)
+
+
+def suffix() -> str:
+    """A short random suffix for names that must not collide across tests."""
+    return uuid.uuid4().hex[:5]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -155,6 +193,15 @@ class Kaid:
         """The value of one sample of ``/metrics`` (None when absent)."""
         return metric_value(self.metrics(), name, labels)
 
+    def cycles(self) -> float:
+        """Scheduling cycles run so far (from /metrics; 0 before the first)."""
+        return self.metric("kai_e2e_scheduling_latency_milliseconds_count") or 0.0
+
+    def wait_cycles(self, n: int, timeout: float = 30.0) -> None:
+        """Let ``n`` more scheduling cycles pass."""
+        start = self.cycles()
+        wait_for(lambda: self.cycles() >= start + n, timeout, f"{n} more cycles of kaid {self.identity}")
+
     def kill(self) -> None:
         """SIGKILL: no cleanup at all (the Lease is not released)."""
         if self.process is not None and self.process.poll() is None:
@@ -218,6 +265,83 @@ def metric_value(text: str, name: str, labels: Mapping[str, str] | None = None) 
         if all(have.get(k) == v for k, v in want.items()):
             return float(value)
     return None
+
+
+class WebhookProcess:
+    """``kaid webhook`` as a child process on 127.0.0.1, registered with the API server by URL: kai's webhook
+    configurations from ``manifests/webhook.yaml``, each ``clientConfig`` pointing at this process (made when it
+    starts, deleted by ``unregister``). It runs as ServiceAccount kai-webhook, so its RBAC is what manifests/
+    gives it; it makes its CA and patches the configurations' caBundle itself."""
+
+    def __init__(self, cp: ControlPlane, kubeconfig: Path, workdir: Path) -> None:
+        self.cp = cp
+        self.kubeconfig = kubeconfig
+        self.port = free_port()
+        self.log_path = workdir / "kaid-webhook.log"
+        self.config_path = workdir / "kaid-webhook.yaml"
+        cfg = base_config()
+        cfg["webhook"] = {"port": self.port, "address": "127.0.0.1", "hosts": ["127.0.0.1"]}
+        self.config_path.write_text(yaml.safe_dump(cfg))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def register(self) -> None:
+        """kai's webhook configurations, by URL to this process (no caBundle: the process writes it)."""
+        self.unregister()
+        for doc in yaml.safe_load_all((MANIFESTS / "webhook.yaml").read_text()):
+            if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                continue
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.port}{path}"}
+            plural = doc["kind"].lower() + "s"
+            self.cp.create(f"/apis/admissionregistration.k8s.io/v1/{plural}", doc)
+
+    def unregister(self) -> None:
+        self.cp.kubectl("delete", "--ignore-not-found", *WEBHOOK_CONFIGURATIONS)
+
+    def start(self) -> WebhookProcess:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(KAID), "webhook", "--kubeconfig", str(self.kubeconfig), "--config", str(self.config_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        return self
+
+    def ready(self) -> bool:
+        """/readyz: serving, with the caBundle of both configurations in place."""
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # (the API server checks it for real)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=5)
+        try:
+            conn.request("GET", "/readyz")
+            return conn.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            conn.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        def up() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"kaid webhook exited with {self.process.returncode}:\n{self.log()}")
+            return self.ready()
+
+        wait_for(up, timeout, "kaid webhook /readyz")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+    def log(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -314,6 +438,13 @@ def deployment(name: str, pool: str, queue_name: str, annotations: Mapping[str, 
             },
         },
     }
+
+
+def create_object(cp: ControlPlane, namespace: str, obj: Obj) -> Any:
+    """Create a Pod, Job or Deployment in ``namespace``."""
+    group = {"v1": "/api/v1", "batch/v1": "/apis/batch/v1", "apps/v1": "/apis/apps/v1"}[obj["apiVersion"]]
+    plural = {"Pod": "pods", "Job": "jobs", "Deployment": "deployments"}[obj["kind"]]
+    return cp.create(f"{group}/namespaces/{namespace}/{plural}", obj)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -508,3 +639,72 @@ def watching(cp: ControlPlane, namespace: str) -> Iterator[PodWatch]:
         yield watch
     finally:
         watch.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU sharing: playing the GPU operator for reservation pods on kwok nodes
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_SELECTOR = "app=kai-resource-reservation"
+RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
+
+def reservation_pods(cp: ControlPlane, node: str | None = None) -> list[Obj]:
+    """kai's reservation pods (of ``node``, or all)."""
+    pods = pods_of(cp, RESERVATION_NAMESPACE, RESERVATION_SELECTOR)
+    return [p for p in pods if node is None or p["spec"].get("nodeName") == node]
+
+
+def configmap_data(cp: ControlPlane, namespace: str, name: str) -> dict[str, str] | None:
+    cm = get_or_none(cp, f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+    return None if cm is None else dict(cm.get("data") or {})
+
+
+class FakeGpuOperator:
+    """Plays NVIDIA's GPU stack for the reservation pods on kwok nodes, as the fake GPU operator does in
+    KAI-Scheduler's scale tests: each reservation pod on one of ``nodes`` gets a made-up device UUID on its
+    annotation (on a GPU node, the pod's own process, ``kaid gpu-reservation``, writes the real one). It looks
+    ten times a second; ``serve`` adds nodes later (``every_node``: all nodes from the start). ``uuids``:
+    reservation pod name -> the UUID it was given."""
+
+    def __init__(self, cp: ControlPlane, nodes: Sequence[str] = (), *, every_node: bool = False) -> None:
+        self.cp = cp
+        self.nodes = set(nodes)
+        self.every_node = every_node
+        self.uuids: dict[str, str] = {}
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fake-gpu-operator", daemon=True)
+
+    def __enter__(self) -> FakeGpuOperator:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def serve(self, *nodes: str) -> None:
+        self.nodes.update(nodes)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                for p in reservation_pods(self.cp):
+                    meta = p["metadata"]
+                    node = p["spec"].get("nodeName") or ""
+                    if not (self.every_node or node in self.nodes) or \
+                            (meta.get("annotations") or {}).get(RESERVED_GPU_ANNOTATION):
+                        continue
+                    gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, node + '/' + meta['uid'])}"
+                    self.cp.request(
+                        "PATCH", f"/api/v1/namespaces/{RESERVATION_NAMESPACE}/pods/{meta['name']}",
+                        {"metadata": {"annotations": {RESERVED_GPU_ANNOTATION: gpu}}},
+                        content_type="application/merge-patch+json",
+                    )  # fmt: skip
+                    self.uuids[meta["name"]] = gpu
+            except ApiError as exc:
+                if exc.status != 404:  # a pod deleted meanwhile is fine
+                    self.errors.append(str(exc))
+            except OSError as exc:
+                self.errors.append(repr(exc))
