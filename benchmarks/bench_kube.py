@@ -221,11 +221,14 @@ def prepare_cluster(cp: ControlPlane, wl: Workload, progress: Callable[[str], No
     """kai's CRDs, RBAC and default queues, the benchmark's queues and ``wl.nodes`` Ready GPU nodes."""
     began = time.monotonic()
     cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests"))
+    # kai's webhook runs nowhere here: its configurations would make the API server call its Service's address
+    cp.kubectl("delete", "--ignore-not-found", "mutatingwebhookconfiguration/kai-webhook",
+               "validatingwebhookconfiguration/kai-webhook")
     cp.kubectl("wait", "--for=condition=established", "--timeout=60s",
                f"crd/queues.{c.SCHEDULING_GROUP}", f"crd/podgroups.{c.SCHEDULING_GROUP}")
     cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "default-queues"))
-    # kaid runs here as a process; the Deployment's pods would only be scheduled by kube-scheduler.
-    cp.kubectl("-n", "kai-scheduler", "scale", "deployment/kai-scheduler", "--replicas=0")
+    # kaid runs here as a process; the Deployments' pods would only be scheduled by kube-scheduler.
+    cp.kubectl("-n", "kai-scheduler", "scale", "deployment/kai-scheduler", "deployment/kai-webhook", "--replicas=0")
     cp.apply(queue_objects(wl))
     have = len([n for n in cp.request("GET", "/api/v1/nodes")["items"]
                 if n["metadata"]["name"].startswith(f"{NODE_PREFIX}-")])

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from kaictl.app import app as kaictl
 
-from .controlplane import ControlPlane, wait_until
+from .controlplane import ControlPlane
+from .kaid_helpers import install_kai
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,9 +35,7 @@ def kai(kubeconfig: Path, *args: str) -> Any:
 @pytest.fixture(scope="module")
 def setup(control_plane: ControlPlane) -> Iterator[dict[str, Any]]:
     cp = control_plane
-    cp.kubectl("apply", "-k", str(ROOT / "manifests"))
-    wait_until(lambda: "queues" in cp.kubectl("api-resources", check=False).stdout, 30, "kai CRDs")
-    cp.kubectl("apply", "-k", str(ROOT / "manifests" / "default-queues"))
+    install_kai(cp)
     tag = uuid.uuid4().hex[:6]
     pool = f"kctl-{tag}"
     cp.add_gpu_nodes(2, gpus=4, name_prefix=pool, labels={"kai.test/pool": pool}, wait=True)
