@@ -266,11 +266,12 @@ def test_a_shared_gpu_pod_admission_did_not_set_up_waits_with_the_fix(
 ) -> None:
     cp = control_plane
     pool, node, q = node_and_queue(1, "raw")
-    start_kaid("raw")
-    # made without a GPU share (admission has nothing to do), then asking for one: never set up
+    # made without a GPU share (admission has nothing to do), then asking for one: never set up (kaid starts
+    # after that, so that it never sees the pod without the share)
     create_object(cp, namespace, pod("raw", pool, q, 0))
     cp.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/raw", {"metadata": {"annotations": {
         "gpu-fraction": "0.5"}}}, content_type="application/merge-patch+json")
+    start_kaid("raw")
 
     def waiting() -> Obj | None:
         cond = last_condition(get_or_none(cp, f"{PODGROUPS}/namespaces/{namespace}/podgroups/pg-pod-raw"))
