@@ -221,9 +221,10 @@ def prepare_cluster(cp: ControlPlane, wl: Workload, progress: Callable[[str], No
     """kai's CRDs, RBAC and default queues, the benchmark's queues and ``wl.nodes`` Ready GPU nodes."""
     began = time.monotonic()
     cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests"))
-    # kai's webhook runs nowhere here: its configurations would make the API server call its Service's address
-    cp.kubectl("delete", "--ignore-not-found", "mutatingwebhookconfiguration/kai-webhook",
-               "validatingwebhookconfiguration/kai-webhook")
+    # kai's webhook runs nowhere here (its configurations would make the API server call its Service's address)
+    # and kwok nodes have no NVML for the GPU node agent
+    cp.kubectl("delete", "--ignore-not-found", "-n", "kai-scheduler", "mutatingwebhookconfiguration/kai-webhook",
+               "validatingwebhookconfiguration/kai-webhook", "daemonset/kai-node-agent")
     cp.kubectl("wait", "--for=condition=established", "--timeout=60s",
                f"crd/queues.{c.SCHEDULING_GROUP}", f"crd/podgroups.{c.SCHEDULING_GROUP}")
     cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "default-queues"))

@@ -197,3 +197,32 @@ def test_schema_rejects_bad_values_naming_them(helm: Helm, values: Obj, message:
 def test_generated_files_carry_the_header() -> None:
     for path in (MANIFESTS / "deployment.yaml", MANIFESTS / "rbac.yaml", MANIFESTS / "default-queues" / "queues.yaml"):
         assert path.read_text().startswith(HEADER)
+
+
+def test_template_gpu_sharing_brings_the_webhook_the_reservation_namespace_and_the_node_agent(helm: Helm) -> None:
+    objs = objects(helm.template({
+        **GPU_SHARING, "admission": {"gpuFractionRuntimeClassName": "", "cdi": True},
+        "global": {"gpuSharing": True, "resourceReservation": {"namespace": "kai-hold", "runtimeClassName": "nvidia"}},
+        "config": {"schedulerName": "my-kai", "gpuSharing": {"reservationTimeoutSeconds": 20}},
+    }))  # fmt: skip
+    gpu = kaid_config(objs).gpuSharing
+    assert gpu.enabled and gpu.reservationNamespace == "kai-hold" and gpu.reservationRuntimeClassName == "nvidia"
+    assert gpu.cdi and gpu.runtimeClassName == "" and gpu.reservationTimeoutSeconds == 20
+    assert gpu.reservationImage == "ghcr.io/kai-scheduler/kaid:0.1.0"
+    assert find(objs, "Namespace", "kai-hold")
+    assert find(objs, "RoleBinding", "kai-scheduler-reservations")["metadata"]["namespace"] == "kai-hold"
+    hook = find(objs, "Deployment", "kai-webhook")
+    assert hook["spec"]["replicas"] == 2 and hook["spec"]["template"]["spec"]["containers"][0]["args"][0] == "webhook"
+    assert find(objs, "PodDisruptionBudget", "kai-webhook")
+    mutating = find(objs, "MutatingWebhookConfiguration", "kai-webhook")["webhooks"][0]
+    assert mutating["failurePolicy"] == "Fail" and mutating["clientConfig"]["service"]["path"] == "/mutate-pod"
+    assert mutating["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'my-kai'"
+    validating = find(objs, "ValidatingWebhookConfiguration", "kai-webhook")["webhooks"]
+    assert {w["clientConfig"]["service"]["path"]: w["failurePolicy"] for w in validating} == {
+        "/validate-pod": "Fail", "/validate-queue": "Ignore", "/validate-podgroup": "Ignore"}
+    agent = find(objs, "DaemonSet", "kai-node-agent")["spec"]["template"]["spec"]
+    assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and agent["runtimeClassName"] == "nvidia"
+    rules = find(objs, "ClusterRole", "kai-scheduler")["rules"]
+    assert any(r["resources"] == ["configmaps"] for r in rules)
+    assert not any(r["resources"] == ["configmaps"] for r in find(objects(helm.template()), "ClusterRole",
+                                                                   "kai-scheduler")["rules"])

@@ -73,17 +73,19 @@ class KaiInstall:
 
 
 WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfiguration/kai-webhook", "validatingwebhookconfiguration/kai-webhook")
+NOT_HERE = (*WEBHOOK_CONFIGURATIONS, "daemonset/kai-node-agent")  # what install_kai takes out again
 
 
 def install_kai(cp: ControlPlane) -> KaiInstall:
     """``kubectl apply -k manifests/``, then the default queues once the Queue CRD is served.
 
-    The webhook configurations are deleted again: their Service has no pods here (no kube-scheduler runs them),
-    and the API server would call out to its cluster IP for every kai object. Tests that want the webhook run
-    ``kaid webhook`` here and register it by URL (``kai_webhook``)."""
+    What cannot work here is deleted again: the webhook configurations (their Service has no pods here, no
+    kube-scheduler runs them, and the API server would call out to its cluster IP for every kai object) and the
+    GPU node agent's DaemonSet (kwok nodes have no NVML; its pods would only wait). Tests that want the webhook
+    run ``kaid webhook`` here and register it by URL (``kai_webhook``)."""
     cp.kubectl("delete", "--ignore-not-found", *WEBHOOK_CONFIGURATIONS)  # a test's, registered by URL
     applied = cp.kubectl("apply", "-k", str(MANIFESTS))
-    cp.kubectl("delete", "--ignore-not-found", *WEBHOOK_CONFIGURATIONS)
+    cp.kubectl("delete", "--ignore-not-found", "-n", KAI_NAMESPACE, *NOT_HERE)
 
     def served() -> bool:
         names = cp.kubectl("api-resources", "--api-group=scheduling.run.ai", "-o", "name", check=False).stdout.split()
@@ -285,10 +287,14 @@ class WebhookProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def register(self) -> None:
-        """kai's webhook configurations, by URL to this process (no caBundle: the process writes it)."""
+        """kai's webhook configurations, by URL to this process (no caBundle: the process writes it), and the
+        RuntimeClass nvidia it gives shared-GPU pods (the GPU operator makes it on a real cluster)."""
         self.unregister()
+        self.cp.create("/apis/node.k8s.io/v1/runtimeclasses", {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+            "handler": "nvidia"}, exist_ok=True)
         for doc in yaml.safe_load_all((MANIFESTS / "webhook.yaml").read_text()):
-            if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            if not doc or doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
                 continue
             for hook in doc["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]

@@ -72,6 +72,34 @@ securityContext:
   "placement" (dict "gpu" .Values.scheduler.placementStrategy "cpu" .Values.scheduler.placementStrategy)
   "leaderElection" (dict "enabled" .Values.global.leaderElection "namespace" .Release.Namespace "name" "kai-scheduler")
   "metricsPort" .Values.scheduler.ports.metricsPort
+  "gpuSharing" (dict
+    "enabled" .Values.global.gpuSharing
+    "reservationNamespace" .Values.global.resourceReservation.namespace
+    "reservationServiceAccount" .Values.global.resourceReservation.serviceAccount
+    "reservationAppLabel" .Values.global.resourceReservation.appLabel
+    "reservationRuntimeClassName" (include "kai.reservationRuntimeClassName" .)
+    "reservationImage" (include "kai.image" .)
+    "runtimeClassName" (include "kai.gpuPodRuntimeClassName" .)
+    "cdi" .Values.admission.cdi)
+  "webhook" (dict "namespace" .Release.Namespace "port" .Values.admission.ports.webhookPort)
 -}}
 {{- toYaml (mustMergeOverwrite $derived (deepCopy .Values.config)) -}}
+{{- end -}}
+
+
+{{/* The scheduler name the webhook configurations match pods by (kaid's config says which). */}}
+{{- define "kai.schedulerName" -}}
+{{- .Values.config.schedulerName | default "kai-scheduler" -}}
+{{- end -}}
+
+{{/* Which pods the pod webhooks see: kai's scheduler's that ask for a GPU share, outside kube-system. */}}
+{{- define "kai.sharedGpuPodsOfKai" -}}
+matchConditions:
+  - name: scheduled-by-kai
+    expression: "object.spec.schedulerName == '{{ include "kai.schedulerName" . }}'"
+  - name: asks-for-a-gpu-share
+    expression: "has(object.metadata.annotations) && ('gpu-fraction' in object.metadata.annotations || 'gpu-memory' in object.metadata.annotations)"
+namespaceSelector:
+  matchExpressions:
+    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}
 {{- end -}}
