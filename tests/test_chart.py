@@ -226,3 +226,17 @@ def test_template_gpu_sharing_brings_the_webhook_the_reservation_namespace_and_t
     assert any(r["resources"] == ["configmaps"] for r in rules)
     assert not any(r["resources"] == ["configmaps"] for r in find(objects(helm.template()), "ClusterRole",
                                                                    "kai-scheduler")["rules"])
+
+
+def test_gpu_sharing_runtime_classes_take_kais_names(helm: Helm) -> None:
+    objs = objects(helm.template({
+        "global": {"gpuSharing": True, "resourceReservation": {"createNamespace": False}},
+        "admission": {"gpuPodRuntimeClassName": "old", "gpuFractionRuntimeClassName": "kata"},
+        "binder": {"runtimeClassName": "nvidia-legacy"},
+    }))  # fmt: skip
+    gpu = kaid_config(objs).gpuSharing
+    assert gpu.runtimeClassName == "kata"  # KAI's newer name wins over its older one, as in KAI
+    assert gpu.reservationRuntimeClassName == "nvidia-legacy"  # KAI's binder.runtimeClassName
+    assert "Namespace" not in kinds(objs)
+    older = kaid_config(objects(helm.template({"admission": {"gpuPodRuntimeClassName": "old"}}))).gpuSharing
+    assert older.runtimeClassName == "old" and not older.enabled  # off by default: bookkeeping only

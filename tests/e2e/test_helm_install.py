@@ -1,7 +1,7 @@
 """The README's install line on a real control plane: ``helm upgrade -i`` of manifests/helm/kai, then kaid,
 run with the installed ServiceAccount's token and the installed config, schedules seed 000's example (a
-queue tree whose queues set only ``gpu``, with pods that request cpu and memory); upgrade; uninstall keeps
-the CRDs and every Queue; install again.
+queue tree whose queues set only ``gpu``, with pods that request cpu and memory); upgrade; GPU sharing on
+(the README's line); uninstall keeps the CRDs and every Queue; install again.
 
 This module runs its own control plane: the other e2e modules install kai with ``kubectl apply -k`` into
 the shared one, and a Helm release cannot take over objects it did not make.
@@ -150,10 +150,23 @@ def test_helm_install_schedules_seed_000_upgrades_and_uninstalls_keeping_queues(
     config = yaml.safe_load(get(cp, "-n", NAMESPACE, "configmap/kai-scheduler-config")["data"]["config.yaml"])
     assert config["placement"]["gpu"] == "spread"
 
+    # The README's line: GPU sharing on adds the webhook, the reservation namespace and the node agent.
+    out = install(helm, cp, "--set", "global.gpuSharing=true")
+    assert "REVISION: 3" in out, out
+    for kind_name in ("deployment/kai-webhook", "daemonset/kai-node-agent", "service/kai-webhook"):
+        assert exists(cp, "-n", NAMESPACE, kind_name), kind_name
+    assert exists(cp, "validatingwebhookconfiguration/kai-webhook")
+    assert exists(cp, "-n", "kai-resource-reservation", "serviceaccount/kai-resource-reservation")
+    can = cp.kubectl("auth", "can-i", "create", "pods", "-n", "kai-resource-reservation", kubeconfig=token)
+    assert can.stdout.strip() == "yes"
+    config = yaml.safe_load(get(cp, "-n", NAMESPACE, "configmap/kai-scheduler-config")["data"]["config.yaml"])
+    assert config["gpuSharing"]["enabled"] is True and config["webhook"]["namespace"] == NAMESPACE
+
     # Uninstall: kai's workloads objects go, the CRDs and every Queue (default ones too) stay.
     helm_on(helm, cp, "uninstall", "kai", "-n", NAMESPACE)
     wait_for(lambda: not exists(cp, "-n", NAMESPACE, "deployment/kai-scheduler"), 30, "the Deployment to go")
     assert not exists(cp, "priorityclass/train") and not exists(cp, "clusterrole/kai-scheduler")
+    assert not exists(cp, "validatingwebhookconfiguration/kai-webhook")
     for crd in CRD_NAMES:
         assert exists(cp, f"crd/{crd}"), crd
     queues = {q["metadata"]["name"] for q in get(cp, "queues")["items"]}
