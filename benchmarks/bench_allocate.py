@@ -38,23 +38,18 @@ Nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import gc
-import io
-import json
 import math
-import pstats
 import random
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.common import fmt as _fmt
-from benchmarks.common import machine_info
+from benchmarks.common import machine_info, output_args, profile, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
 from kaid.api import constants as c
@@ -355,12 +350,6 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-
-
-
-
-
-
 def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
                   progress: bool = False) -> dict[str, Any]:
     """Build the workload once, run both solvers ``repeat`` times each, and return the report."""
@@ -430,10 +419,6 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     }
 
 
-
-
-
-
 # ========================================================================================= reporting
 
 
@@ -500,21 +485,11 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def profile_cycle(wl: Workload, solver: str, top: int, out: str | None) -> str:
-    """cProfile of one snapshot build plus one cycle; the top functions by cumulative and by own time."""
+    """cProfile of one cycle (the snapshot is built outside the profile)."""
     cfg = config_for(solver)
     gc.collect()
-    prof = cProfile.Profile()
     snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
-    prof.enable()
-    run_cycle(snap, cfg)
-    prof.disable()
-    if out:
-        prof.dump_stats(out)
-    buf = io.StringIO()
-    for key in ("cumulative", "tottime"):
-        buf.write(f"--- one {solver} cycle, top {top} by {key} ---\n")
-        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(key).print_stats(top)
-    return buf.getvalue()
+    return profile(lambda: run_cycle(snap, cfg), f"one {solver} cycle", top, out)
 
 
 # ============================================================================================== main
@@ -528,12 +503,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"at least {MIN_QUEUES})")
     p.add_argument("--repeat", type=int, default=5, help="measured runs per solver (default 5)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     p.add_argument("--profile", choices=SOLVERS,
                    help="instead of timing, profile one cycle of this solver with cProfile and print the top functions")
     p.add_argument("--profile-top", type=int, default=15, help="functions to list per ordering (default 15)")
     p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats data to FILE")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    output_args(p)
     return p.parse_args(argv)
 
 
@@ -549,8 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench_allocate: {err}", file=sys.stderr)
         return 2
     print(format_report(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_report("bench_allocate", report, args, bulky=("comparison",))
     return 0
 
 

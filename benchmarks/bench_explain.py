@@ -3,7 +3,7 @@
 Target (issue "kubectl kai"): within 2 s. The workload is bench_allocate's (same seed, same objects),
 written to a snapshot file as ``kaictl snapshot save`` would; each measured run is the whole command,
 ``kaictl explain pod NAME --snapshot FILE -o json``, in process: reading the file, the snapshot, a cycle,
-and the what-ifs the answer needs. Usage: ``python -m benchmarks.bench_explain [--repeat N] [--json F]``.
+and the what-ifs the answer needs. Usage: ``python -m benchmarks.bench_explain [--repeat N] [--json F] [--record]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from benchmarks.bench_allocate import build_workload
-from benchmarks.common import percentile
+from benchmarks.common import machine_info, output_args, percentile, write_report
 from kaictl.app import app as kaictl
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", metavar="FILE")
+    output_args(p)
     args = p.parse_args(argv)
     load = os.getloadavg()
     wl = build_workload(args.nodes, args.pods, 50, args.seed)
@@ -76,18 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             results[kind] = {"pod": f"{ns}/{name}", "median_s": round(statistics.median(times), 3),
                              "p99_s": round(percentile(times, 0.99), 3),
                              "reasons": [r["reason"] for r in answer["reasons"]], "whatIf": answer["whatIf"]}
-    report = {"nodes": args.nodes, "pods": len([o for o in wl.objects if o.get("kind") == "Pod"]),
+    report = {"benchmark": "bench_explain", "nodes": args.nodes,
+              "pods": len([o for o in wl.objects if o.get("kind") == "Pod"]),
               "snapshotBytes": path.stat().st_size if path.exists() else None, "loadavg_before": load,
-              "loadavg_after": os.getloadavg(), "results": results}
+              "machine": machine_info(), "results": results}
     print(f"bench_explain: {args.nodes} nodes, {report['pods']} pods, {args.repeat} repeats; "
-          f"load {load[0]:.2f} before, {report['loadavg_after'][0]:.2f} after")
+          f"load {load[0]:.2f} before, {report['machine']['loadavg'][0]:.2f} after")
     print(f"{'pending pod':<12} {'median s':>9} {'p99 s':>7}  reasons")
     for kind, r in results.items():
         print(f"{kind:<12} {r['median_s']:>9.3f} {r['p99_s']:>7.3f}  {', '.join(r['reasons'])}")
     print("(the whole command in process: read the file, build the snapshot, run a cycle and the what-ifs; "
           "target: within 2 s)")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_report("bench_explain", report, args)
     return 0
 
 

@@ -41,14 +41,10 @@ here asserts on time.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import functools
 import gc
 import inspect
-import io
-import json
 import math
-import pstats
 import random
 import statistics
 import sys
@@ -56,11 +52,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.common import fmt as _fmt
-from benchmarks.common import machine_info
+from benchmarks.common import machine_info, output_args, profile, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
 from kaid.actions import evictions
@@ -508,12 +503,6 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-
-
-
-
-
-
 def compare(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], wl: Workload) -> dict[str, Any]:
     """Job by job, ``a`` (cpsat) against ``b`` (first-fit): GPUs evicted for the jobs both served."""
     both = sorted(set(a) & set(b))
@@ -667,10 +656,6 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
     }
 
 
-
-
-
-
 # ========================================================================================= reporting
 
 
@@ -784,22 +769,11 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def profile_cycle(wl: Workload, solver: str, top: int, out: str | None) -> str:
-    """cProfile of one cycle (the snapshot is built outside the profile); the top functions by cumulative and
-    by own time."""
+    """cProfile of one cycle (the snapshot is built outside the profile)."""
     cfg = config_for(solver)
     gc.collect()
-    prof = cProfile.Profile()
     snap = build_snapshot(wl.objects, cfg, NOW)
-    prof.enable()
-    run_cycle(snap, cfg)
-    prof.disable()
-    if out:
-        prof.dump_stats(out)
-    buf = io.StringIO()
-    for key in ("cumulative", "tottime"):
-        buf.write(f"--- one {solver} cycle, top {top} by {key} ---\n")
-        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(key).print_stats(top)
-    return buf.getvalue()
+    return profile(lambda: run_cycle(snap, cfg), f"one {solver} cycle", top, out)
 
 
 # ============================================================================================== main
@@ -813,13 +787,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="pending higher-priority jobs in the borrowing queues (default: half of --reclaimers)")
     p.add_argument("--repeat", type=int, default=5, help="measured runs per solver (default 5)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
-    p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     p.add_argument("--no-same-state", action="store_true", help="skip the untimed same-state comparison pass")
     p.add_argument("--profile", choices=SOLVERS,
                    help="instead of timing, profile one cycle of this solver with cProfile and print the top functions")
     p.add_argument("--profile-top", type=int, default=15, help="functions to list per ordering (default 15)")
     p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats data to FILE")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    output_args(p)
     return p.parse_args(argv)
 
 
@@ -836,8 +809,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench_victims: {err}", file=sys.stderr)
         return 2
     print(format_report(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_report("bench_victims", report, args, bulky=("queues", "comparison", "same_state"))
     return 0
 
 

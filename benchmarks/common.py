@@ -1,16 +1,27 @@
-"""What every benchmark reports the same way: the machine and engine revision, percentiles, ratios."""
+"""What every benchmark does the same way: its output options, the machine and engine revision, percentiles,
+ratios, formatting, profiles, and the JSON it writes (``--json FILE``, and ``--record``: the history in
+``benchmarks/results/<name>.json``)."""
 
 from __future__ import annotations
 
+import argparse
+import cProfile
+import datetime as dt
 import importlib.metadata
+import io
+import json
 import math
 import os
 import platform
+import pstats
 import statistics
 import subprocess
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine_info() -> dict[str, Any]:
@@ -56,15 +67,71 @@ def timing(values: list[float]) -> dict[str, Any]:
     return {"median": statistics.median(values), "p99": percentile(values, 0.99), "runs": values}
 
 
+def median(values: Sequence[float | None]) -> float | None:
+    """The median of the values that are there (None when none is)."""
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
 def fmt(value: Any) -> str:
+    """A figure for a report's table: three significant digits below 10, one decimal below 1,000."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def output_args(p: argparse.ArgumentParser) -> None:
+    """The options every benchmark takes for its output."""
+    p.add_argument("--json", metavar="FILE", help="also write the full report as JSON to FILE")
+    p.add_argument("--record", action="store_true",
+                   help="append the report (without its per-run detail) to benchmarks/results/NAME.json")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def write_report(name: str, report: dict[str, Any], args: argparse.Namespace, bulky: Sequence[str] = ()) -> None:
+    """``--json``: the whole report; ``--record``: the report less its ``bulky`` keys, appended to the history."""
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.record:
+        path = RESULTS / f"{name}.json"
+        data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"benchmark": name, "history": []}
+        entry = {"date": dt.date.today().isoformat(), "command": " ".join(["python -m", f"benchmarks.{name}",
+                                                                           *sys.argv[1:]]),
+                 **{k: v for k, v in report.items() if k not in bulky}}
+        data["history"].append(entry)
+        path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def progress(quiet: bool, name: str) -> Callable[[str], None]:
+    """A progress line on stderr (nothing with ``--quiet``)."""
+    def log(msg: str) -> None:
+        if not quiet:
+            print(f"{name}: {msg}", file=sys.stderr, flush=True)
+    return log
+
+
+def profile(run: Callable[[], object], label: str, top: int, out: str | None = None) -> str:
+    """cProfile of ``run()``: the top functions by cumulative and by own time (``out``: the pstats data too)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run()
+    prof.disable()
+    if out:
+        prof.dump_stats(out)
+    return profile_text(prof, label, top)
+
+
+def profile_text(stats: cProfile.Profile | str, label: str, top: int) -> str:
+    buf = io.StringIO()
+    for key in ("cumulative", "tottime"):
+        buf.write(f"--- {label}, top {top} by {key} ---\n")
+        pstats.Stats(stats, stream=buf).strip_dirs().sort_stats(key).print_stats(top)
+    return buf.getvalue()

@@ -22,6 +22,7 @@ def meta(obj: Obj) -> Obj:
 
 
 def name(obj: Obj) -> str:
+    """``metadata.name``; empty when absent."""
     return str(meta(obj).get("name", ""))
 
 

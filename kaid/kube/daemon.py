@@ -265,13 +265,9 @@ class Daemon:
             self.server.shutdown()
 
     def early_cycle(self, view: EarlyView) -> Decisions:
-        """A first cycle while the pod list still arrives: allocate only, on ``view`` (every pod on a node, the
-        first pending pods). It binds the first of a backlog while the API server still sends the rest, so the
-        client's rate limit starts to be used half a second sooner. Nothing else is written: the fair shares,
-        the pending reasons and the gangs seen here are those of part of the pods; the next cycle, on the whole
-        cache, writes status, makes the PodGroups and runs every action. The view's pending pods are few (twice
-        the client's burst at most), and their order is the list's (by name, not priority): the cycle decides
-        little, on what is free at the start."""
+        """A first cycle while the pod list still arrives (kaid.kube.startup): allocate only, on ``view``, binds only.
+        Fair shares, reasons and gangs seen on part of the pods would be wrong, so status, PodGroups and the
+        other actions wait for the next cycle, on the whole cache."""
         started = time.monotonic()
         self.last_cycle = started
         objs = view.objects

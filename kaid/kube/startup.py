@@ -200,11 +200,8 @@ class EarlyView:
 
 class StartingCache(WatchCache):
     """A starting scheduler's cache. With ``early``, the pods on nodes are listed apart too, and the pod list is
-    held (its bytes left unread, for at most ``HOLD_LIMIT`` seconds) once ``HOLD_PODS_AFTER`` pods without a
-    node are in, until ``release_pods``: an early cycle binds those (``early_view``) while the rest of the list
-    waits, instead of competing with the scheduler's start for the interpreter. (The watches start as their
-    lists end: their requests take tokens of the client's rate limit, free only before the first binds, while
-    the bucket is full anyway; started after the early cycle, they cost binds 0.2 s.)"""
+    held (its bytes left unread, at most ``HOLD_LIMIT`` seconds) once ``HOLD_PODS_AFTER`` pods without a node
+    are in, until ``release_pods``: an early cycle binds those (``early_view``) meanwhile."""
 
     def __init__(self, client: KubeClient, resources: tuple[ApiResource, ...] = API_RESOURCES,
                  early: bool = False) -> None:
@@ -267,12 +264,9 @@ class StartingCache(WatchCache):
         ``scheduler`` are in or the list is held; None until then, and once the pods are listed (then the cache
         is the view).
 
-        The pending pods can be scheduled as they arrive, but only on a complete picture of what the nodes
-        hold: a second, separate list of the pods on nodes (``spec.nodeName!=``, small where the backlog is
-        large) gives it, and every other kind must be listed. The view holds the other kinds, every pod on a
-        node (from that list, or from the big one where it shows a pod bound since), and the first ``wanted``
-        pending pods. Two lists at two resourceVersions are as stale as a watch that lags by the time between
-        them: the race any scheduler's cache has, which the kubelet's admission settles."""
+        The nodes' picture comes from a second list of the pods on nodes (``spec.nodeName!=``), or from the big
+        list where it shows a pod bound since; every other kind must be listed. Two lists at two resourceVersions
+        are as stale as a watch that lags by the time between them, which the kubelet's admission settles."""
         pods = self.pods
         if self.on_nodes is None or pods is None or pods.synced.is_set() or self.stop.is_set():
             return None

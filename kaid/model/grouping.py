@@ -26,6 +26,8 @@ WATCHED_OWNER_KINDS = {"Job", "ReplicaSet", "Deployment", "StatefulSet", "PyTorc
 
 @dataclass(slots=True, frozen=True)
 class GroupInfo:
+    """The PodGroup a pod without one belongs to: its name, gang size and the workload that decides them."""
+
     name: str
     min_member: int
     owner_kind: str
@@ -34,6 +36,7 @@ class GroupInfo:
 
 
 def controller_ref(obj: Obj) -> Obj | None:
+    """The owner reference marked as controller, else the first one; None without owners."""
     refs = meta.meta(obj).get("ownerReferences") or []
     if not isinstance(refs, list):
         return None
@@ -133,6 +136,8 @@ def _text(value: Any) -> str | None:
 
 def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
                     queue_keys: tuple[str, ...]) -> WorkloadLabels:
+    """Queue, priority class, preemptibility and topology from the owner's labels, then the pod's, then (for the
+    queue) its namespace's."""
     sources = (meta.labels_of(owner), meta.labels_of(pod))  # the owner's first (none: empty)
     out = WorkloadLabels()
     for labels in sources:

@@ -21,6 +21,7 @@ Vec = list[int]
 
 
 def zero() -> Vec:
+    """A resource vector of zeros, indexed by ``Resource``."""
     return [0, 0, 0]
 
 
@@ -38,6 +39,9 @@ class Reason:
 
 
 class Node:
+    """A node: what it can hold (``alloc_*``), what its pods hold (``used_*``), and per GPU device the milli-GPU in
+    use (``dev_used``, 1000 = whole) and the GPU group sharing it (``dev_group``); ``idle`` counts unused devices."""
+
     __slots__ = (
         "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "gpu_mem_mib", "gpus", "idle",
         "index", "labels", "name", "ready", "taints", "unschedulable", "used_cpu", "used_mem", "used_pods",
@@ -86,6 +90,9 @@ class Node:
 
 
 class Pod:
+    """A pod as the engine sees it: requests (cpu, memory, whole GPUs or a share of ``frac_devices`` GPUs),
+    placement constraints, its ``status`` (a ``PodStatus``), node and devices, and the object it was read from."""
+
     __slots__ = (
         "affinity", "cpu", "created", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
         "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector", "phase",
@@ -222,6 +229,9 @@ class Job:
 
 
 class Queue:
+    """A queue of the tree: its spec (quota, limit, over-quota weight per resource, in kai's units), its jobs,
+    and what the cycle computes: requested, allocated, deserved and fair share per resource."""
+
     __slots__ = (
         "alloc_np",
         "allocated",
@@ -304,6 +314,8 @@ class ObjectProblem:
 
 @dataclass(slots=True)
 class PriorityClass:
+    """A priority class: its value, and whether it never preempts (``preemptionPolicy: Never``)."""
+
     name: str
     value: int
     preempt_never: bool = False
@@ -329,6 +341,9 @@ class Budget:
 
 @dataclass
 class Snapshot:
+    """The cluster as one cycle sees it (``kaid.model.build.build_snapshot``); ``now`` is the only clock the engine
+    reads."""
+
     nodes: list[Node]
     queues: dict[str, Queue]
     jobs: dict[str, Job]

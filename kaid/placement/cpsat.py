@@ -29,6 +29,8 @@ ClassKey = tuple[tuple[int, ...], str | None, str | None, int]
 
 @dataclass(slots=True)
 class SolveStats:
+    """How a solve went: CP-SAT's status name, its wall time, the node classes of the model."""
+
     status: str
     wall_s: float
     classes: int

@@ -11,6 +11,7 @@ from kaid.placement.predicates import resource_failure, static_failure
 
 
 def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
+    """Why no node takes the pod, counted per first failure ("0/120 nodes can take ...: 80 insufficient GPU")."""
     counts: Counter[NodeFailure] = Counter()
     for n in index.nodes:
         why = static_failure(n, pod) or resource_failure(n, pod)
@@ -26,6 +27,7 @@ def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
 
 
 def describe_request(pod: Pod) -> str:
+    """A pod's request in words ("2 GPUs, 8 cpu, 64 GB memory")."""
     parts = []
     if pod.gpu_whole:
         parts.append(f"{pod.gpu_whole} GPU" + ("s" if pod.gpu_whole > 1 else ""))

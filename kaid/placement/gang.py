@@ -29,6 +29,8 @@ class Topo:
 
 @dataclass(slots=True)
 class GangPlan:
+    """Where a gang's pods would go (empty when nowhere), how the plan was found, and how far it got."""
+
     placements: Placements = field(default_factory=list)
     method: str = "greedy"  # greedy | single-node (the bound says one node, the tightest is taken) | cpsat
     placed_max: int = 0  # the most pods any attempt placed (for "gang: needs N, placeable M")

@@ -13,6 +13,8 @@ Devices = tuple[int, ...]
 
 
 class NodeIndex:
+    """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
+
     __slots__ = ("_static", "buckets", "epoch", "max_gpus", "nodes", "shared")
 
     def __init__(self, nodes: list[Node]) -> None:
@@ -46,6 +48,7 @@ class NodeIndex:
             self.shared.pop(node.index, None)
 
     def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
+        """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
         old = node.idle
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
@@ -90,6 +93,7 @@ class NodeIndex:
 
     # ----------------------------------------------------------------------------- choosing
     def devices_for(self, node: Node, pod: Pod, spread: bool = False) -> Devices | None:
+        """The devices the pod would get on the node now (``()`` for a pod without GPUs), or None if it does not fit."""
         if resource_failure(node, pod) is not None:
             return None
         if pod.gpu_whole:

@@ -10,6 +10,7 @@ from kaid.model.vocabulary import NodeFailure
 
 
 def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    """Whether one of the tolerations tolerates the taint (kube-scheduler's rule)."""
     for tol in tolerations:
         effect = tol.get("effect")
         if effect and effect != taint.get("effect"):
@@ -93,6 +94,7 @@ def room_for(node: Node, pod: Pod) -> int:
 
 
 def whole_devices(node: Node, count: int) -> tuple[int, ...]:
+    """The first ``count`` idle devices of the node."""
     out = []
     for d in range(node.gpus):
         if node.dev_used[d] == 0:

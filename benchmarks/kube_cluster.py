@@ -1,0 +1,522 @@
+"""bench_kube's cluster side: the workload's objects, a control plane made ready for it, creating and deleting
+at speed, the watch that times binds, the control plane's CPU and quiet, kaid as a child process and the
+metrics of both schedulers."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import http.client
+import os
+import random
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from kaid.api import constants as c
+from kaid.kube.client import ApiError, KubeClient
+from tests.e2e.controlplane import ControlPlane, ControlPlaneError
+
+Obj = dict[str, Any]
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+SCHEDULERS: Final[tuple[str, str]] = ("kaid", "kube-scheduler")
+SCHEDULER_NAMES: Final[dict[str, str]] = {"kaid": c.DEFAULT_SCHEDULER_NAME, "kube-scheduler": "default-scheduler"}
+GPUS_PER_NODE: Final = 8
+NODE_PREFIX: Final = "bench-gpu"
+PARENT_QUEUE: Final = "bench-kube"
+JOB_LABEL: Final = "bench.kai.scheduler/job"
+POD_IMAGE: Final = "registry.example/kai/fake:1"
+PODGROUP_PATH: Final = f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/{{ns}}/podgroups"
+CREATE_WORKERS: Final = 16
+KAID_STOP_GRACE_S: Final = 120.0
+NAMESPACE_GONE_TIMEOUT_S: Final = 600.0
+PROGRESS_EVERY_S: Final = 15.0
+START_SETTLE_S: Final = 3.0  # --starts: quiet time before each start
+QUIET_CPU: Final = 0.3  # a control plane at rest: etcd, API server, controller manager and kwok under this
+QUIET_WINDOW_S: Final = 1.0  # ... share of one CPU together, over this long
+QUIET_TIMEOUT_S: Final = 30.0  # ... or this long after the pods were made, whichever comes first
+CYCLE_LINE: Final = re.compile(r"cycle (\d+): (\d+) bound, (\d+) evicted, (\d+) pipelined, (\d+) pending \((\d+) ms\)")
+
+
+# ============================================================================================ workload
+@dataclass(frozen=True)
+class Job:
+    name: str
+    queue: str
+    pods: int
+    gang: bool
+
+
+@dataclass(frozen=True)
+class Workload:
+    nodes: int
+    jobs: tuple[Job, ...]
+    queues: tuple[str, ...]
+
+    @property
+    def pods(self) -> int:
+        return sum(j.pods for j in self.jobs)
+
+    @property
+    def gangs(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.gang)
+
+    def summary(self) -> Obj:
+        sizes = [j.pods for j in self.gangs]
+        return {"nodes": self.nodes, "gpus": self.nodes * GPUS_PER_NODE, "pods": self.pods,
+                "single_pods": self.pods - sum(sizes), "gangs": len(sizes), "gang_pods": sum(sizes),
+                "gang_size_min": min(sizes, default=0), "gang_size_max": max(sizes, default=0),
+                "queues": len(self.queues), "gpus_requested": self.pods}
+
+
+def build_workload(nodes: int, pods: int, gangs: int, gang_min: int, gang_max: int, queues: int,
+                   seed: int) -> Workload:
+    """``pods`` one-GPU pods: ``gangs`` gangs of ``gang_min``..``gang_max`` pods and single pods for the rest."""
+    if nodes < 1 or pods < 1 or gangs < 0 or queues < 1:
+        raise ValueError("--nodes, --pods and --queues must be at least 1, --gangs at least 0")
+    if not 1 <= gang_min <= gang_max:
+        raise ValueError("need 1 <= --gang-min <= --gang-max")
+    if pods > nodes * GPUS_PER_NODE:
+        raise ValueError(f"{pods} one-GPU pods cannot all be bound on {nodes} nodes of {GPUS_PER_NODE} GPUs: "
+                         f"raise --nodes to at least {-(-pods // GPUS_PER_NODE)} or lower --pods")
+    rng = random.Random(seed)
+    sizes = [rng.randint(gang_min, gang_max) for _ in range(gangs)]
+    if sum(sizes) > pods:
+        raise ValueError(f"the {gangs} gangs drew {sum(sizes)} pods, more than --pods {pods}: lower --gangs or "
+                         "--gang-max, or raise --pods")
+    kinds = [True] * gangs + [False] * (pods - sum(sizes))
+    rng.shuffle(kinds)
+    queue_names = tuple(f"{PARENT_QUEUE}-{i}" for i in range(queues))
+    jobs: list[Job] = []
+    gang_sizes = iter(sizes)
+    for i, gang in enumerate(kinds):
+        name = f"g{i:05d}" if gang else f"s{i:05d}"
+        jobs.append(Job(name, queue_names[i % queues], next(gang_sizes) if gang else 1, gang))
+    return Workload(nodes, tuple(jobs), queue_names)
+
+
+def queue_objects(wl: Workload) -> list[Obj]:
+    """One parent queue and ``len(wl.queues)`` leaves whose GPU quotas add up to the cluster's GPUs."""
+    total = wl.nodes * GPUS_PER_NODE
+    free = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+
+    def queue(name: str, gpus: int, parent: str | None) -> Obj:
+        spec: Obj = {"resources": {"gpu": {"quota": gpus, "limit": -1, "overQuotaWeight": 1},
+                                   "cpu": dict(free), "memory": dict(free)}}
+        if parent:
+            spec["parentQueue"] = parent
+        return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}", "kind": "Queue",
+                "metadata": {"name": name}, "spec": spec}
+
+    n = len(wl.queues)
+    leaves = [queue(q, total // n + (1 if i < total % n else 0), PARENT_QUEUE) for i, q in enumerate(wl.queues)]
+    return [queue(PARENT_QUEUE, total, None), *leaves]
+
+
+def pod_name(job: Job, index: int) -> str:
+    return f"{job.name}-{index:03d}" if job.gang else job.name
+
+
+def pod_objects(wl: Workload, scheduler_name: str, namespace: str, podgroup_per_single: bool) -> list[Obj]:
+    """The same pods for every scheduler but for ``schedulerName`` (and the PodGroup of single pods)."""
+    pods: list[Obj] = []
+    for job in wl.jobs:
+        for i in range(job.pods):
+            annotations = {}
+            if job.gang or podgroup_per_single:
+                annotations[c.POD_GROUP_ANNOTATION] = job.name
+            pods.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod_name(job, i), "namespace": namespace,
+                             "labels": {c.QUEUE_LABEL: job.queue, JOB_LABEL: job.name}, "annotations": annotations},
+                "spec": {
+                    "schedulerName": scheduler_name,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": POD_IMAGE, "resources": {
+                        "requests": {"cpu": "100m", "memory": "256Mi", c.GPU_RESOURCE: "1"},
+                        "limits": {c.GPU_RESOURCE: "1"}}}],
+                },
+            })
+    return pods
+
+
+def podgroup_objects(wl: Workload, namespace: str, podgroup_per_single: bool) -> list[Obj]:
+    return [{"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
+             "metadata": {"name": job.name, "namespace": namespace, "labels": {c.QUEUE_LABEL: job.queue}},
+             "spec": {"minMember": job.pods, "queue": job.queue}}
+            for job in wl.jobs if job.gang or podgroup_per_single]
+
+
+# ============================================================================================ cluster
+def prepare_cluster(cp: ControlPlane, wl: Workload, progress: Callable[[str], None]) -> None:
+    """kai's CRDs, RBAC and default queues, the benchmark's queues and ``wl.nodes`` Ready GPU nodes."""
+    began = time.monotonic()
+    cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests"))
+    # kai's webhook runs nowhere here (its configurations would make the API server call its Service's address)
+    # and kwok nodes have no NVML for the GPU node agent
+    cp.kubectl("delete", "--ignore-not-found", "-n", "kai-scheduler", "mutatingwebhookconfiguration/kai-webhook",
+               "validatingwebhookconfiguration/kai-webhook", "daemonset/kai-node-agent")
+    cp.kubectl("wait", "--for=condition=established", "--timeout=60s",
+               f"crd/queues.{c.SCHEDULING_GROUP}", f"crd/podgroups.{c.SCHEDULING_GROUP}")
+    cp.kubectl("apply", "-k", str(REPO_ROOT / "manifests" / "default-queues"))
+    # kaid runs here as a process; the Deployments' pods would only be scheduled by kube-scheduler.
+    cp.kubectl("-n", "kai-scheduler", "scale", "deployment/kai-scheduler", "deployment/kai-webhook", "--replicas=0")
+    cp.apply(queue_objects(wl))
+    have = len([n for n in cp.request("GET", "/api/v1/nodes")["items"]
+                if n["metadata"]["name"].startswith(f"{NODE_PREFIX}-")])
+    if have < wl.nodes:
+        cp.add_gpu_nodes(wl.nodes - have, gpus=GPUS_PER_NODE, name_prefix=NODE_PREFIX)
+    cp.wait_nodes_ready(timeout=max(120.0, wl.nodes * 0.5))
+    progress(f"cluster ready: {wl.nodes} nodes x {GPUS_PER_NODE} GPUs, {len(wl.queues)} queues "
+             f"({time.monotonic() - began:.0f} s)")
+
+
+def admin_client(cp: ControlPlane, qps: float = 1000.0, burst: int = 1000) -> KubeClient:
+    return KubeClient.from_config(str(cp.kubeconfig), qps=qps, burst=burst)
+
+
+def create_all(client: KubeClient, objects: Sequence[Obj], collection: Callable[[Obj], str]) -> None:
+    """POST every object, ``CREATE_WORKERS`` at a time, retrying transient failures."""
+    def one(obj: Obj) -> None:
+        for attempt in range(6):
+            try:
+                client.create(collection(obj), obj)
+                return
+            except ApiError as err:
+                if err.status == 409:
+                    return
+                if err.status not in (429, 500, 503, 504) or attempt == 5:
+                    raise
+            except (OSError, ValueError):
+                if attempt == 5:
+                    raise
+            time.sleep(0.2 * (attempt + 1))
+
+    with ThreadPoolExecutor(CREATE_WORKERS, thread_name_prefix="create") as pool:
+        for _ in pool.map(one, objects):
+            pass
+
+
+def delete_namespace(cp: ControlPlane, client: KubeClient, namespace: str, timeout: float) -> float:
+    """Delete the pods at once (grace 0), then the namespace; wait until it is gone. Returns seconds."""
+    began = time.monotonic()
+    with contextlib.suppress(ApiError):
+        client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", params={"gracePeriodSeconds": "0"},
+                       timeout=300.0)
+    with contextlib.suppress(ApiError):
+        client.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    deadline = began + timeout
+    while True:
+        try:
+            client.get(f"/api/v1/namespaces/{namespace}")
+        except ApiError as err:
+            if err.status == 404:
+                return time.monotonic() - began
+            raise
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"namespace {namespace} still there {timeout:.0f}s after its deletion")
+        time.sleep(1.0)
+
+
+# ============================================================================================ measuring
+class BindWatcher:
+    """One watch on a namespace's pods: when each pod got its ``spec.nodeName`` (as seen here)."""
+
+    def __init__(self, client: KubeClient, namespace: str, total: int) -> None:
+        self.client = client
+        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.total = total
+        self.bound: dict[str, tuple[str, float]] = {}  # pod -> (node, monotonic time seen)
+        self.labels: dict[str, str] = {}  # pod -> job
+        self.all_bound = threading.Event()
+        self.stop = threading.Event()
+        self.errors = 0
+        self.rv = ""
+        self.thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
+
+    def start(self) -> None:
+        self._list()
+        self.thread.start()
+
+    def _list(self) -> None:
+        data = self.client.get(self.path)
+        for pod in data.get("items") or []:
+            self._see(pod)
+        self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _see(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name"))
+        self.labels.setdefault(name, str((meta.get("labels") or {}).get(JOB_LABEL, "")))
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and name not in self.bound:
+            self.bound[name] = (str(node), time.monotonic())
+            if len(self.bound) >= self.total:
+                self.all_bound.set()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for event in self.client.watch(self.path, self.rv, timeout_seconds=10):
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or "watch error"), obj)
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.rv = str(rv)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self._see(obj)
+                    if self.stop.is_set():
+                        return
+            except ApiError as err:
+                self.errors += 1
+                if err.status == 410:
+                    with contextlib.suppress(Exception):
+                        self._list()
+                self.stop.wait(0.5)
+            except Exception:  # a dropped stream: resume from the last version seen
+                self.errors += 1
+                self.stop.wait(0.5)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=20)
+
+
+def proc_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process (all its threads), from /proc; None where unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def component_pid(cp: ControlPlane, name: str) -> int | None:
+    comp = cp.components.get(name)
+    return comp.process.pid if comp is not None else None
+
+
+def wait_quiet(cp: ControlPlane) -> float:
+    """Until the control plane is at rest after the pods were made (its watchers have seen them all), so the
+    scheduler starts on a quiet machine as it would after a restart or a failover: seconds waited."""
+    names = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+    pids = [pid for pid in (component_pid(cp, n) for n in names) if pid is not None]
+
+    def used() -> float:
+        return sum(proc_cpu_seconds(pid) or 0.0 for pid in pids)
+
+    began = time.monotonic()
+    while time.monotonic() - began < QUIET_TIMEOUT_S:
+        before = used()
+        time.sleep(QUIET_WINDOW_S)
+        if used() - before < QUIET_CPU * QUIET_WINDOW_S:
+            break
+    return round(time.monotonic() - began, 1)
+
+
+def delta(after: float | None, before: float | None) -> float | None:
+    return round(after - before, 2) if after is not None and before is not None else None
+
+
+def parse_kaid_metrics(text: str) -> Obj:
+    """Cycle and phase histograms (sum, count, mean in ms) and bind counters of kaid's /metrics."""
+    out: Obj = {"cycle_ms_sum": 0.0, "cycles": 0, "phases": {}, "binds_ok": 0, "binds_failed": 0}
+    phases: dict[str, Obj] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "kai_e2e_scheduling_latency_milliseconds_sum":
+                out["cycle_ms_sum"] = s.value
+            elif s.name == "kai_e2e_scheduling_latency_milliseconds_count":
+                out["cycles"] = int(s.value)
+            elif s.name == "kai_cycle_phase_latency_milliseconds_sum":
+                phases.setdefault(s.labels["phase"], {})["sum_ms"] = s.value
+            elif s.name == "kai_cycle_phase_latency_milliseconds_count":
+                phases.setdefault(s.labels["phase"], {})["count"] = int(s.value)
+            elif s.name == "kai_binds_total":
+                out["binds_ok" if s.labels.get("result") == "ok" else "binds_failed"] += int(s.value)
+    out["cycle_ms_mean"] = out["cycle_ms_sum"] / out["cycles"] if out["cycles"] else None
+    for p in phases.values():
+        p["mean_ms"] = p.get("sum_ms", 0.0) / p["count"] if p.get("count") else None
+    out["phases"] = phases
+    return out
+
+
+def parse_kube_scheduler_metrics(text: str) -> Obj:
+    out: Obj = {"attempts": 0, "attempt_s_sum": 0.0, "scheduled": 0}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "scheduler_schedule_attempts_total":
+                out["attempts"] += int(s.value)
+                if s.labels.get("result") == "scheduled":
+                    out["scheduled"] += int(s.value)
+            elif s.name == "scheduler_scheduling_attempt_duration_seconds_sum":
+                out["attempt_s_sum"] += s.value
+    out["attempt_ms_mean"] = out["attempt_s_sum"] * 1000 / out["attempts"] if out["attempts"] else None
+    return out
+
+
+def scrape_kube_scheduler(cp: ControlPlane) -> str:
+    """kube-scheduler's /metrics on its loopback port, as the admin (the client certificate of its kubeconfig)."""
+    user = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, on 127.0.0.1
+    ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+    conn = http.client.HTTPSConnection("127.0.0.1", cp.ports["scheduler"], context=ctx, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read().decode("utf-8", errors="replace")
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise ControlPlaneError(f"kube-scheduler /metrics: HTTP {resp.status}")
+    return body
+
+
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _load_prctl()  # resolved here: no symbol lookup in the forked child
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: kaid gets SIGKILL if this process dies before it could stop it."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ============================================================================================ schedulers
+@dataclass
+class Options:
+    qps: float = 100.0
+    burst: int = 200
+    cycle_period: float = 1.0
+    timeout: float = 900.0
+    podgroups: str = "kaid"  # "kaid": kaid's podgrouper makes the single pods' PodGroups; "precreated"
+    kaid_log_level: str = "info"
+    kaid_profile: str | None = None
+    profile_top: int = 25
+    keep_logs: str | None = None
+    progress: bool = True
+    workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
+
+
+class KaidProcess:
+    """``kaid run`` as a child process in its own process group (optionally under cProfile)."""
+
+    def __init__(self, cp: ControlPlane, opts: Options, workdir: Path, run_id: str, startup_off: str = "") -> None:
+        self.port = _free_port()
+        self.log = workdir / f"kaid-{run_id}.log"
+        config = workdir / f"kaid-{run_id}.yaml"
+        config.write_text(yaml.safe_dump({
+            "clientQPS": opts.qps, "clientBurst": opts.burst, "cyclePeriodSeconds": opts.cycle_period,
+            "metricsPort": self.port, "leaderElection": {"enabled": False}}))
+        kubeconfig = cp.serviceaccount_kubeconfig("kai-scheduler", "kai-scheduler", expiration_seconds=7200,
+                                                  create=False)
+        argv = ["kaid", "run", "--kubeconfig", str(kubeconfig), "--config", str(config), "--metrics-port",
+                str(self.port), "--metrics-address", "127.0.0.1", "--no-leader-elect", "--log-level",
+                opts.kaid_log_level]
+        self.profile = opts.kaid_profile
+        if self.profile:
+            code = (f"import cProfile, sys; sys.argv = {argv!r}; from kaid.cli import main; "
+                    f"cProfile.run('main()', {self.profile!r})")
+        else:
+            code = f"import sys; sys.argv = {argv!r}; from kaid.cli import main; main()"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG") and k != "KAID_STARTUP_OFF"}
+        if startup_off:
+            env["KAID_STARTUP_OFF"] = startup_off  # start-up tricks off (kaid.kube.startup)
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=out,
+                                            stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
+                                            start_new_session=True, preexec_fn=_die_with_parent)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as resp:
+            return str(resp.read().decode("utf-8", errors="replace"))
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def cycles(self) -> list[Obj]:
+        """The cycles that bound or evicted something, from kaid's log lines."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return []
+        return [{"cycle": int(m[1]), "bound": int(m[2]), "evicted": int(m[3]), "pipelined": int(m[4]),
+                 "pending": int(m[5]), "ms": int(m[6])} for m in CYCLE_LINE.finditer(text)]
+
+    def stop(self, grace: float = KAID_STOP_GRACE_S) -> None:
+        """SIGTERM (kaid finishes its cycle in flight; cProfile writes its file), SIGKILL after ``grace``."""
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+    def kill(self) -> None:
+        """SIGKILL, at once (a start measurement must not let kaid bind the rest of the backlog)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+
+def wait_kaid_cycle_end(kaid: KaidProcess, total: int, timeout: float) -> str:
+    """/metrics once kaid's counters show every bind (they are updated when the binding cycle ends)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while True:
+        with contextlib.suppress(OSError):
+            text = kaid.metrics()
+            if parse_kaid_metrics(text)["binds_ok"] >= total:
+                return text
+        if time.monotonic() > deadline or not kaid.running():
+            return text
+        time.sleep(0.5)
