@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from benchmarks.common import fmt as _fmt
-from benchmarks.common import machine_info, output_args, profile, write_report
+from benchmarks.common import machine_info, output_args, profile, profile_args, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
 from kaid.actions import evictions
@@ -788,10 +788,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=5, help="measured runs per solver (default 5)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--no-same-state", action="store_true", help="skip the untimed same-state comparison pass")
-    p.add_argument("--profile", choices=SOLVERS,
-                   help="instead of timing, profile one cycle of this solver with cProfile and print the top functions")
-    p.add_argument("--profile-top", type=int, default=15, help="functions to list per ordering (default 15)")
-    p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats data to FILE")
+    profile_args(p, SOLVERS)
     output_args(p)
     return p.parse_args(argv)
 

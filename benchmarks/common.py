@@ -96,6 +96,14 @@ def output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def profile_args(p: argparse.ArgumentParser, solvers: Sequence[str]) -> None:
+    """``--profile SOLVER`` (a cProfile of one cycle instead of the timings), ``--profile-top``, ``--profile-out``."""
+    p.add_argument("--profile", choices=solvers,
+                   help="instead of timing, profile one cycle of this solver with cProfile and print the top functions")
+    p.add_argument("--profile-top", type=int, default=15, help="functions to list per ordering (default 15)")
+    p.add_argument("--profile-out", metavar="FILE", help="with --profile: also dump the pstats data to FILE")
+
+
 def write_report(name: str, report: dict[str, Any], args: argparse.Namespace, bulky: Sequence[str] = ()) -> None:
     """``--json``: the whole report; ``--record``: the report less its ``bulky`` keys, appended to the history."""
     if args.json:
