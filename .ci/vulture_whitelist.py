@@ -4,6 +4,7 @@ anything; vulture only reads it.
 1. Used by name by a framework, or read only by the tests: these stay.
 2. What kaid/actions, kaid/fairshare and kaid/cycle.py still carry (dead code, and the vocabulary they have
    not adopted yet): issue 13's phase B empties this part once issue 12's rewrite of those files has landed.
+3. Names of the GPU-sharing code (issue 14) that nothing reads yet: for their owner to use or remove.
 """
 
 from ortools.sat.python import cp_model
@@ -12,6 +13,8 @@ from kaid.actions import allocate, evictions, session
 from kaid.api import config
 from kaid.kube import daemon, metrics
 from kaid.model import objects, vocabulary
+from kaid.sharing import nvml
+from kaid.webhook import admission, server
 
 parameters = cp_model.CpSolver().parameters
 
@@ -25,6 +28,10 @@ parameters.max_deterministic_time  # CP-SAT's parameters, set by kaid.placement.
 parameters.max_time_in_seconds
 parameters.num_workers
 parameters.random_seed
+server._QuietServer.handle_error  # socketserver's and http.server's hooks and settings
+server._QuietServer.daemon_threads
+server.PlainHandler.protocol_version
+server.PlainHandler.do_POST
 daemon.Daemon.early_bound  # read by tests/e2e/test_kaid.py (what the early cycle bound)
 objects.Job.subgroups  # PodGroup spec.subGroups, read for the contract, not scheduled on yet
 objects.Queue.display  # Queue spec.displayName, read for the contract
@@ -51,3 +58,7 @@ vocabulary.ReasonCode.PREEMPT_NOT_POSSIBLE
 vocabulary.ReasonCode.PREEMPTION_NEVER
 vocabulary.ReasonCode.NOT_PLACED_THIS_CYCLE
 vocabulary.ReasonCode.NOT_EXPLAINED
+
+# 3. ---------------------------------------------------------------------------------------- GPU sharing
+nvml.Gpu.memory_used
+admission.PATHS
