@@ -125,6 +125,9 @@ class SchedulerConfig(BaseModel):
     clientQPS: float = Field(50.0, gt=0)
     clientBurst: int = Field(100, ge=1)
     usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
+    kValue: float = Field(1.0, ge=0, description="How strongly usage history moves over-quota weights (KAI's "
+                          "proportion kValue): a queue's weight share w becomes max(0, w + kValue * (w - usage "
+                          "share)). Used only with usage history on.")
     staleGangGraceSeconds: float = Field(60.0, description="Negative means never evict stale gangs.")
     maxConsolidationMoves: int = Field(8, ge=0)
     maxVictimSearches: int = Field(64, ge=0, description="Pending jobs each of reclaim and preempt may try per "
