@@ -1,9 +1,7 @@
 """Fair share: deserved first, over-quota by priority and weight, capped by limit and request."""
 
-from fractions import Fraction
-
 from kaid.fairshare import compute_fair_share, decay_usage
-from kaid.fairshare.compute import waterfill
+from kaid.fairshare.division import Share, divide
 from kaid.model.build import build_snapshot
 from kaid.model.objects import GPU, Snapshot
 from tests.objects import node, pod, queue
@@ -27,8 +25,10 @@ def test_deserved_then_weights() -> None:
     objs = [*cluster(2), queue("a", gpu=(4, -1, 1)), queue("b", gpu=(2, -1, 3)),
             *demand("a", 1, 16), *demand("b", 1, 16)]
     s = shares(objs)
-    # 16 GPUs: a 4 + b 2 deserved, 10 left split 1:3 -> a 2.5, b 7.5
-    assert s["a"] == 6.5 and s["b"] == 9.5
+    # 16 GPUs: a 4 + b 2 deserved, 10 left split 1:3 -> a 2.5, b 7.5, in whole GPUs 2 and 7; the GPU rounding
+    # held back goes to the larger lost fraction (a tie here), then the older queue, then the name: a
+    # (KAI: "distributes remainder between queues based on largest remaining", resource_division_test.go)
+    assert s["a"] == 7 and s["b"] == 9
 
 
 def test_capped_by_request_and_limit() -> None:
@@ -74,9 +74,18 @@ def test_oversubscribed_quotas_scale_within_priority() -> None:
     assert s["a"] + s["b"] == 8 and s["a"] == 4
 
 
-def test_fractional_remainders_are_deterministic() -> None:
-    give = waterfill(10, [100, 100, 100], [Fraction(1)] * 3, ["c", "a", "b"])
-    assert sum(give) == 10 and give == [3, 4, 3]  # the extra unit goes to the first name, "a"
+def test_rounded_off_gpus_go_to_the_largest_fraction_then_the_older_queue() -> None:
+    """KAI's tie-breaks ("distributes remainder between queues based on largest remaining", resource_division_test):
+    over quota, parts are whole GPUs; the GPUs rounding held back go to the largest lost fraction first, then to
+    the older queue, then to the smaller name."""
+    def three(created: tuple[float, float, float]) -> list[Share]:
+        return [Share(name, 100, t, 0, -1, 1.0, 10_000) for name, t in zip("cab", created, strict=True)]
+    even = three((0.0, 0.0, 0.0))
+    assert divide(10_000, even, 1000) == 0
+    assert [s.fair for s in even] == [3000, 4000, 3000]  # the extra GPU goes to the first name, "a"
+    by_age = three((5.0, 9.0, 1.0))
+    divide(10_000, by_age, 1000)
+    assert [s.fair for s in by_age] == [3000, 3000, 4000]  # ... unless another queue is older: "b"
 
 
 def test_usage_history_lowers_weight_of_heavy_users() -> None:
