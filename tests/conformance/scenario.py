@@ -1,0 +1,254 @@
+"""KAI-Scheduler's scheduler tests restated as data (``kai/FORMAT.md`` beside this file): the typed model of
+one scenario file and its loader. Unknown keys fail loudly, so that a field the translation does not read
+cannot be ignored by accident."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+UNLIMITED = -1
+
+
+class ScenarioFormatError(Exception):
+    """A scenario file that does not follow FORMAT.md."""
+
+
+class Category(StrEnum):
+    ALLOCATE = "allocate"
+    PREEMPT = "preempt"
+    RECLAIM = "reclaim"
+    CONSOLIDATION = "consolidation"
+    CONSOLIDATION_AND_RECLAIM = "consolidation_and_reclaim"
+    STALE_GANG = "stalegangeviction"
+
+
+class MatchMode(StrEnum):
+    PROJECTED = "projected"
+    RAW_SESSION = "raw_session"
+
+
+class TaskState(StrEnum):
+    """A task's status, as KAI names it (in inputs and in expectations)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RELEASING = "Releasing"
+    STUCK_IN_RELEASING = "StuckInReleasing"
+    PIPELINED = "Pipelined"
+    BINDING = "Binding"
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """One resource of a queue: quota, limit and over-quota weight, -1 meaning unlimited."""
+
+    quota: float
+    limit: float
+    over_quota_weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    gpus: int
+    cpu_millis: int
+    memory_mb: int
+    gpu_memory_mib: int
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    name: str
+    parent: str | None
+    priority: int
+    created_offset_minutes: int
+    gpu: Amount
+    cpu: Amount
+    memory: Amount
+    reclaim_min_runtime_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetSpec:
+    name: str
+    min_available: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupSpec:
+    """A sub-group set: pod sets (leaves) and child sets; ``min_subgroup`` None means all members."""
+
+    name: str
+    pod_sets: tuple[PodSetSpec, ...]
+    children: tuple[SubGroupSpec, ...]
+    min_subgroup: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    name: str
+    state: TaskState
+    node: str | None
+    gpu_groups: tuple[str, ...]
+    subgroup: str | None
+    priority: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraintSpec:
+    topology: str
+    required_level: str | None
+    preferred_level: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    name: str
+    queue: str
+    priority: int
+    preemptible: bool
+    gpus_per_task: float
+    gpu_memory_mib: int | None
+    cpu_millis: int
+    memory_mb: int
+    created_minutes_ago: int
+    min_member: int | None
+    subgroups: SubGroupSpec | None
+    topology_constraint: TopologyConstraintSpec | None
+    tasks: tuple[TaskSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What KAI asserts about a job (every task of it) or one task."""
+
+    status: TaskState
+    node: str | None
+    gpus_required: float
+
+
+@dataclass(frozen=True, slots=True)
+class MaxPerRound:
+    binds: int
+    evictions: int
+    pipelines: int
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    path: Path
+    name: str
+    category: Category
+    source: str
+    source_line: int
+    actions: tuple[str, ...]
+    match_mode: MatchMode
+    rounds: int
+    rounds_after_match: int
+    nodes: tuple[NodeSpec, ...]
+    topologies: dict[str, tuple[str, ...]]
+    queues: tuple[QueueSpec, ...]
+    jobs: tuple[JobSpec, ...]
+    expected_jobs: dict[str, Expectation]
+    expected_tasks: dict[str, Expectation]
+    max_per_round: MaxPerRound
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        return self.path.stem
+
+    def job_of_task(self, task: str) -> JobSpec:
+        return next(j for j in self.jobs if any(t.name == task for t in j.tasks))
+
+
+def _only(data: dict[str, Any], allowed: set[str], where: str) -> dict[str, Any]:
+    unknown = set(data) - allowed
+    if unknown:
+        raise ScenarioFormatError(f"{where}: unknown keys {sorted(unknown)}")
+    return data
+
+
+def _amount(data: dict[str, Any]) -> Amount:
+    _only(data, {"quota", "limit", "over_quota_weight"}, "queue resource")
+    return Amount(float(data["quota"]), float(data["limit"]), float(data["over_quota_weight"]))
+
+
+def _node(data: dict[str, Any]) -> NodeSpec:
+    _only(data, {"name", "gpus", "cpu_millis", "memory_mb", "gpu_memory_mib", "labels"}, "node")
+    return NodeSpec(str(data["name"]), int(data.get("gpus", 0)), int(data.get("cpu_millis", 20_000_000)),
+                    int(data.get("memory_mb", 20_000)), int(data.get("gpu_memory_mib", 100)),
+                    {str(k): str(v) for k, v in (data.get("labels") or {}).items()})
+
+
+def _queue(data: dict[str, Any]) -> QueueSpec:
+    _only(data, {"name", "parent", "kind", "priority", "created_offset_minutes", "gpu", "cpu", "memory",
+                 "reclaim_min_runtime_seconds"}, "queue")
+    rmr = data.get("reclaim_min_runtime_seconds")
+    return QueueSpec(str(data["name"]), data.get("parent"), int(data.get("priority", 100)),
+                     int(data.get("created_offset_minutes", 0)), _amount(data["gpu"]), _amount(data["cpu"]),
+                     _amount(data["memory"]), None if rmr is None else float(rmr))
+
+
+def _subgroups(data: dict[str, Any]) -> SubGroupSpec:
+    _only(data, {"name", "min_subgroup", "pod_sets", "children"}, "subgroups")
+    return SubGroupSpec(
+        str(data["name"]),
+        tuple(PodSetSpec(str(p["name"]), int(p["min_available"])) for p in data.get("pod_sets") or []),
+        tuple(_subgroups(c) for c in data.get("children") or []),
+        None if data.get("min_subgroup") is None else int(data["min_subgroup"]))
+
+
+def _task(data: dict[str, Any]) -> TaskSpec:
+    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority"}, "task")
+    return TaskSpec(str(data["name"]), TaskState(data["state"]), data.get("node"),
+                    tuple(str(g) for g in data.get("gpu_groups") or ()), data.get("subgroup"),
+                    None if data.get("priority") is None else int(data["priority"]))
+
+
+def _job(data: dict[str, Any]) -> JobSpec:
+    _only(data, {"name", "queue", "priority", "preemptible", "gpus_per_task", "gpu_memory_mib", "cpu_millis",
+                 "memory_mb", "created_minutes_ago", "min_member", "subgroups", "topology_constraint", "tasks"},
+          "job")
+    topo = data.get("topology_constraint")
+    return JobSpec(
+        str(data["name"]), str(data["queue"]), int(data.get("priority", 0)), bool(data["preemptible"]),
+        float(data.get("gpus_per_task", 0)), data.get("gpu_memory_mib"), int(data.get("cpu_millis", 1000)),
+        int(data.get("memory_mb", 1000)), int(data.get("created_minutes_ago", 0)),
+        None if data.get("min_member") is None else int(data["min_member"]),
+        _subgroups(data["subgroups"]) if data.get("subgroups") else None,
+        TopologyConstraintSpec(str(topo["topology"]), topo.get("required_level"), topo.get("preferred_level"))
+        if topo else None,
+        tuple(_task(t) for t in data["tasks"]))
+
+
+def _expectation(data: dict[str, Any]) -> Expectation:
+    _only(data, {"status", "node", "gpus_required", "cpu_millis_required", "memory_mb_required", "error_message",
+                 "unverified_gpu_groups"}, "expectation")
+    return Expectation(TaskState(data["status"]), data.get("node"), float(data.get("gpus_required", 0)))
+
+
+def load_scenario(path: Path) -> Scenario:
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ScenarioFormatError(f"{path.name}: not a mapping")
+    _only(data, {"name", "category", "source", "source_line", "actions", "match_mode", "rounds",
+                 "rounds_after_match", "nodes", "topologies", "queues", "jobs", "expected", "notes"}, path.name)
+    expected = _only(data["expected"], {"jobs", "tasks", "max_per_round"}, f"{path.name} expected")
+    mpr = expected.get("max_per_round") or {}
+    return Scenario(
+        path, str(data["name"]), Category(data["category"]), str(data["source"]), int(data["source_line"]),
+        tuple(data["actions"]), MatchMode(data.get("match_mode", "projected")), int(data.get("rounds") or 2),
+        int(data.get("rounds_after_match", 5)), tuple(_node(n) for n in data["nodes"]),
+        {str(t["name"]): tuple(t["levels"]) for t in data.get("topologies") or []},
+        tuple(_queue(q) for q in data["queues"]), tuple(_job(j) for j in data["jobs"]),
+        {str(k): _expectation(v) for k, v in (expected.get("jobs") or {}).items()},
+        {str(k): _expectation(v) for k, v in (expected.get("tasks") or {}).items()},
+        MaxPerRound(int(mpr.get("binds", 0)), int(mpr.get("evictions", 0)), int(mpr.get("pipelines", 0))),
+        tuple(data.get("notes") or ()))

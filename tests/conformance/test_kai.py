@@ -1,0 +1,81 @@
+"""KAI-Scheduler's own scheduler tests, run against kai the way KAI's harness runs them.
+
+The scenario files and the fair-share cases are in ``kai/`` beside this file (``kai/FORMAT.md`` says what
+they hold); ``KAI_CONFORMANCE_DIR`` (directories separated by ``:``) adds more files of the same format.
+A test that fails and is listed in ``docs/compatibility-deviations.yaml`` is reported as a deviation
+(xfail); a listed test that passes fails, so that the list stays true.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.deviations import Kind, load_deviations
+from tests.conformance.fairshare import DivisionCase, load_cases, run_case
+from tests.conformance.report import Outcome, record
+from tests.conformance.scenario import Scenario, load_scenario
+from tests.conformance.verdict import describe, verdict
+
+HERE = Path(__file__).resolve().parent
+DEVIATIONS = load_deviations()
+
+
+def _dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("KAI_CONFORMANCE_DIR", "").split(":") if p]
+    return [HERE / "kai", *extra]
+
+
+def _scenarios() -> list[Any]:
+    out = []
+    for d in _dirs():
+        for path in sorted(d.glob("*-[0-9][0-9].yaml")):
+            out.append(pytest.param(path, id=path.stem if d == HERE / "kai" else f"{d.name}/{path.stem}"))
+    return out
+
+
+def _cases() -> list[Any]:
+    out = []
+    for d in _dirs():
+        path = d / "fairshare.yaml"
+        if path.exists():
+            out += [pytest.param(c, id=f"{c.source_line}") for c in load_cases(path)]
+    return out
+
+
+def _conclude(category: str, test_id: str, source: str, line: int, problems: list[str], detail: str) -> None:
+    """Record the outcome; fail, or xfail for a listed deviation."""
+    listed = DEVIATIONS.get((source, line))
+    if not problems:
+        record(category, test_id, Outcome.PASSED)
+        if listed is not None:
+            pytest.fail(f"{test_id} passes but is listed as {listed.kind} '{listed.rule}' in "
+                        "docs/compatibility-deviations.yaml: take it off the list")
+        return
+    if listed is not None:
+        record(category, test_id, Outcome.DEVIATION if listed.kind == Kind.DEVIATION else Outcome.OPEN)
+        pytest.xfail(f"{listed.kind} '{listed.rule}': {problems[0]}")
+    record(category, test_id, Outcome.FAILED)
+    pytest.fail("\n".join(problems) + ("\n" + detail if detail else ""))
+
+
+@pytest.mark.parametrize("path", _scenarios())
+def test_kai_scenario(path: Path) -> None:
+    sc: Scenario = load_scenario(path)
+    problems = [str(m) for m in verdict(sc)]
+    detail = f"{sc.name}\n{describe(sc)}" if problems else ""
+    _conclude(sc.category, sc.id, sc.source, sc.source_line, problems, detail)
+
+
+@pytest.mark.parametrize("case", _cases())
+def test_kai_fairshare(case: DivisionCase) -> None:
+    _conclude("fairshare", case.id, case.source, case.source_line, run_case(case), case.name)
+
+
+def test_every_scenario_file_is_read() -> None:
+    """The shared half is all here: 56 scenario files and 35 division cases."""
+    assert len(list((HERE / "kai").glob("*-[0-9][0-9].yaml"))) == 56
+    assert len(load_cases(HERE / "kai" / "fairshare.yaml")) == 35
