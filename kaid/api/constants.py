@@ -24,6 +24,8 @@ LEGACY_QUEUE_LABEL: Final = "runai/queue"
 # PodGroup membership and gangs.
 POD_GROUP_ANNOTATION: Final = "pod-group-name"
 BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
+SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"  # the PodGroup sub-group a pod belongs to
+TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"  # order of a job's pods: higher is placed first
 JOB_ID_LABEL: Final = "kai.nvidia.com/job-id"
 JOB_SIZE_LABEL: Final = "kai.nvidia.com/job-size"
 

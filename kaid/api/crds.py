@@ -68,7 +68,9 @@ class QueueSpec(_Spec):
 
 class SubGroup(_Spec):
     name: str
-    minMember: int = Field(1, ge=0)
+    minMember: int = Field(1, ge=0, description="Pods of this sub-group that must be placed together.")
+    minSubGroup: int | None = Field(None, ge=0, description="For a sub-group with child sub-groups: how many of "
+                                    "them must be satisfied (all when unset).")
     parent: str | None = None
 
 
@@ -85,6 +87,8 @@ class PodGroupSpec(_Spec):
     queue: str | None = None
     priorityClassName: str | None = None
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
+    minSubGroup: int | None = Field(None, ge=0, description="With subGroups: how many top-level sub-groups must be "
+                                    "satisfied for the PodGroup to run (all when unset).")
     subGroups: list[SubGroup] = Field(default_factory=list)
     topologyConstraint: TopologyConstraint | None = None
     stalenessGracePeriod: str | None = Field(

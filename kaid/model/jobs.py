@@ -39,6 +39,7 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     if spec.preemptibility:
         job.preemptibility = spec.preemptibility
     job.subgroups = [s.model_dump() for s in spec.subGroups]
+    job.min_subgroup = spec.minSubGroup
     if spec.topologyConstraint is not None:
         job.topology = spec.topologyConstraint.topology
         job.required_level = spec.topologyConstraint.requiredTopologyLevel

@@ -94,7 +94,7 @@ class Pod:
     placement constraints, its ``status`` (a ``PodStatus``), node and devices, and the object it was read from."""
 
     __slots__ = (
-        "affinity", "cpu", "created", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
+        "affinity", "cpu", "created", "deleted", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
         "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector", "phase",
         "pipeline_action",
         "raw", "releasing", "sig", "started", "status", "tolerations", "uid",
@@ -110,6 +110,7 @@ class Pod:
         self.phase: str = PodPhase.PENDING
         self.status: str = PodStatus.PENDING  # a PodStatus
         self.releasing = False
+        self.deleted = 0.0  # when deletion was asked for (releasing pods)
         self.cpu = 0
         self.mem = 0
         self.gpu_whole = 0
@@ -137,6 +138,7 @@ class Pod:
         the containers read from the object (labels, selectors, tolerations) are shared and never changed."""
         new = Pod.__new__(Pod)
         new.affinity, new.cpu, new.created, new.devices = self.affinity, self.cpu, self.created, self.devices
+        new.deleted = self.deleted
         new.frac_devices, new.gpu_frac, new.gpu_group = self.frac_devices, self.gpu_frac, self.gpu_group
         new.gpu_mem_mib, new.gpu_whole, new.job, new.key = self.gpu_mem_mib, self.gpu_whole, self.job, self.key
         new.labels, new.mem, new.name, new.namespace = self.labels, self.mem, self.name, self.namespace
@@ -176,6 +178,7 @@ class Job:
         "explicit",
         "key",
         "min_member",
+        "min_subgroup",
         "name",
         "namespace",
         "pods",
@@ -216,7 +219,8 @@ class Job:
         self.preferred_level: str | None = None
         self.stale_grace: float | None = None
         self.stale_since: float | None = None
-        self.subgroups: list[dict[str, Any]] = []
+        self.subgroups: list[dict[str, Any]] = []  # spec.subGroups: name, minMember, minSubGroup, parent
+        self.min_subgroup: int | None = None  # spec.minSubGroup: top-level sub-groups needed (None: all)
         self.explicit = False
         self.raw: dict[str, Any] | None = None
         self.request_milli = 0
@@ -236,6 +240,7 @@ class Queue:
         "alloc_np",
         "allocated",
         "children",
+        "created",
         "depth",
         "deserved",
         "display",
@@ -267,6 +272,7 @@ class Queue:
         self.weight: list[float] = [1.0, 1.0, 1.0]
         self.errors: list[Reason] = []
         self.depth = 0
+        self.created = 0.0  # creation time: the older queue wins KAI's ties
         self.jobs: list[Job] = []
         self.requested: Vec = zero()
         self.allocated: Vec = zero()

@@ -80,6 +80,7 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     pod.created = meta.parse_time(m.get("creationTimestamp"))
     pod.started = meta.parse_time(status.get("startTime")) or pod.created
     pod.releasing = bool(m.get("deletionTimestamp"))
+    pod.deleted = meta.parse_time(m.get("deletionTimestamp"))
     try:
         req = pod_requests(spec)
     except QuantityError as err:
