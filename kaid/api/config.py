@@ -125,6 +125,9 @@ class SchedulerConfig(BaseModel):
     clientQPS: float = Field(50.0, gt=0)
     clientBurst: int = Field(100, ge=1)
     usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
+    unmentionedQueueResources: Literal["unmanaged", "kai"] = Field(
+        "unmanaged", description="A resource a Queue's spec.resources does not mention: 'unmanaged' (no guarantee, "
+        "no limit, weight 1) or 'kai' (KAI's reading: quota 0 and limit 0, so its pods that ask for it never run).")
     kValue: float = Field(1.0, ge=0, description="How strongly usage history moves over-quota weights (KAI's "
                           "proportion kValue): a queue's weight share w becomes max(0, w + kValue * (w - usage "
                           "share)). Used only with usage history on.")

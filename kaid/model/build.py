@@ -83,7 +83,7 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
     problems: list[ObjectProblem] = []
     pcs = read_priority_classes(inp.priority_classes, problems)
     topologies = read_topologies(inp.topologies, problems)
-    queues = read_queues(inp.queues, problems)
+    queues = read_queues(inp.queues, problems, cfg.unmentionedQueueResources == "unmanaged")
     for q in queues.values():
         problems.extend(ObjectProblem("Queue", q.name, None, err) for err in q.errors)
         if usage and q.name in usage:

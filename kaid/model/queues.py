@@ -21,12 +21,16 @@ SPEC_SCALE: Final = {GPU: c.MILLI, CPU: 1, MEM: c.MEGABYTE}
 """kai's units per unit of a Queue spec: GPUs in devices, cpu in millicores, memory in megabytes (10^6 bytes)."""
 
 
-def _queue_units(spec: QueueSpec, q: Queue) -> None:
+def _queue_units(spec: QueueSpec, q: Queue, unmanaged: bool) -> None:
+    """Quota, limit and weight per resource, in engine units. A resource the spec does not mention is
+    ``unmanaged`` (no guarantee, no limit, weight 1: kai's deviation from KAI, docs/compatibility.md), or
+    else KAI's reading (quota 0, limit 0: nothing at all)."""
     res = spec.resources
-    if res is None:
-        return
-    for r, block in ((GPU, res.gpu), (CPU, res.cpu), (MEM, res.memory)):
+    blocks = (res.gpu, res.cpu, res.memory) if res is not None else (None, None, None)
+    for r, block in zip((GPU, CPU, MEM), blocks, strict=True):
         if block is None:
+            if unmanaged:
+                q.quota[r], q.limit[r], q.weight[r] = 0, UNLIMITED, 1.0
             continue
         scale = SPEC_SCALE[r]
         q.quota[r] = UNLIMITED if block.quota == -1 else round(block.quota * scale)
@@ -34,7 +38,7 @@ def _queue_units(spec: QueueSpec, q: Queue) -> None:
         q.weight[r] = float(block.overQuotaWeight)
 
 
-def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Queue]:
+def read_queues(objs: list[Obj], problems: list[ObjectProblem], unmanaged: bool = True) -> dict[str, Queue]:
     """Queues by name, linked into their tree. A bad queue (invalid spec, missing parent, parent cycle, under a
     bad queue) carries its errors; a second queue of the same name is a problem and is dropped."""
     queues: dict[str, Queue] = {}
@@ -44,7 +48,7 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Que
             problems.append(ObjectProblem("Queue", name, None, Reason(
                 ReasonCode.DUPLICATE_QUEUE, f"queue {name} appears twice in the input; the first one is used")))
             continue
-        queues[name] = _read_queue(obj, name)
+        queues[name] = _read_queue(obj, name, unmanaged)
     _link_parents(queues)
     _cut_cycles(queues)
     for q in queues.values():
@@ -62,8 +66,9 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, Que
     return queues
 
 
-def _read_queue(obj: Obj, name: str) -> Queue:
+def _read_queue(obj: Obj, name: str, unmanaged: bool) -> Queue:
     q = Queue(name)
+    q.created = meta.parse_time(meta.meta(obj).get("creationTimestamp"))
     try:
         spec = QueueSpec.model_validate(obj.get("spec") or {})
     except ValidationError as err:
@@ -75,7 +80,7 @@ def _read_queue(obj: Obj, name: str) -> Queue:
     q.priority = spec.priority
     q.preempt_min_runtime = parse_duration(spec.preemptMinRuntime) if spec.preemptMinRuntime else 0.0
     q.reclaim_min_runtime = parse_duration(spec.reclaimMinRuntime) if spec.reclaimMinRuntime else 0.0
-    _queue_units(spec, q)
+    _queue_units(spec, q, unmanaged)
     return q
 
 
@@ -139,7 +144,8 @@ def charge(queue: Queue, vec: tuple[int, int, int], non_preemptible: bool, sign:
 
 
 def account(snap: Snapshot) -> None:
-    """Fill each queue's jobs, allocated, non-preemptible allocated and requested, up the tree."""
+    """Fill each queue's jobs, allocated, non-preemptible allocated and requested, up the tree. A pod on its way
+    out (releasing) still holds its node's resources but no longer counts for its queue (as in KAI)."""
     ref = reference_node(snap.nodes)
     for q in snap.queues.values():
         q.jobs = []
@@ -151,6 +157,8 @@ def account(snap: Snapshot) -> None:
         queue.jobs.append(job)
         job.request_milli = 0
         for pod in job.pods:
+            if pod.releasing:
+                continue
             vec = pod_vector(pod, snap.node_by_name.get(pod.node) if pod.node else ref)
             job.request_milli += vec[GPU]
             for anc in queue.path():
