@@ -1,7 +1,8 @@
 """One scheduling cycle: a Snapshot in, Decisions out. Pure: no client calls, no clock reads.
 
 Actions run in a fixed order (DESIGN section 3): allocate, consolidate, reclaim, preempt, stale-gang;
-the config enables or disables each. Every action works on the same Session of tentative operations.
+the config enables or disables each. Every action takes the same Session: the cluster's view with its
+tentative operations, the config, and the reasons and statistics it leaves for the decisions.
 """
 
 from __future__ import annotations
@@ -10,15 +11,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaid.actions.allocate import AllocateStats, allocate
+from kaid.actions.allocate import allocate
 from kaid.actions.consolidate import consolidate
-from kaid.actions.evictions import EvictionStats, preempt, reclaim
-from kaid.actions.session import Session
+from kaid.actions.preempt import preempt
+from kaid.actions.reclaim import reclaim
+from kaid.actions.session import AllocateStats, EvictionStats, Session
 from kaid.actions.stale import stale_gangs
 from kaid.api.config import SchedulerConfig
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
 from kaid.placement.index import NodeIndex
+
+# the actions in the order a cycle runs them; the config's ``actions`` says which run
+ACTIONS: tuple[tuple[str, Callable[[Session], None]], ...] = (
+    ("allocate", allocate),
+    ("consolidate", consolidate),
+    ("reclaim", reclaim),
+    ("preempt", preempt),
+    ("stale-gang", stale_gangs),
+)
 
 
 @dataclass(slots=True)
@@ -106,32 +117,26 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     index = NodeIndex(snap.nodes)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
-    session = Session(snap, index, focus=focus, on_commit=hook)
-    reasons: dict[str, list[Reason]] = {}
+    session = Session(snap, index, cfg, focus=focus, on_commit=hook)
     out = Decisions(problems=list(snap.problems))
     for pod in ready_pipelined(snap):
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or "allocate", None))
-    if "allocate" in cfg.actions:
-        out.stats = allocate(session, cfg, reasons)
-        out.allocate_reasons = {k: list(v) for k, v in reasons.items()}
-    if "consolidate" in cfg.actions and cfg.maxConsolidationMoves > 0:
-        consolidate(session, cfg, reasons, out.victims)
-    if "reclaim" in cfg.actions:
-        reclaim(session, cfg, reasons, out.victims)
-    if "preempt" in cfg.actions:
-        preempt(session, cfg, reasons, out.victims)
-    if "stale-gang" in cfg.actions:
-        stale_gangs(session, cfg, out.stale)
-        out.stale_pods = {k: [p.key for p in snap.jobs[k].pods] for k in out.stale}
-    for op in session.ops:
+    for name, action in ACTIONS:
+        if name in cfg.actions:
+            action(session)
+    out.stats, out.victims, out.allocate_reasons = session.alloc_stats, session.victim_stats, session.allocate_reasons
+    out.stale = session.stale
+    out.stale_pods = {k: [p.key for p in snap.jobs[k].pods] for k in out.stale}
+    reasons = session.reasons
+    for op in session.placements():
         if op.kind == "allocate":
             out.binds.append(_bind(op.pod, op.node, op.action, op.by))
-        elif op.kind == "pipeline":
+        else:
             out.pipelined.append(_bind(op.pod, op.node, op.action, op.by))
-        elif op.kind == "evict":
-            job = op.pod.job
-            out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
-                                          op.message))
+    for op in session.evictions():
+        job = op.pod.job
+        out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
+                                      op.message))
     for job in snap.jobs.values():
         if job.warnings:
             out.warnings[job.key] = list(job.warnings)

@@ -26,7 +26,7 @@ from kaictl.commands.engine_input import (
 )
 from kaictl.completion import complete_pod
 from kaictl.output import check_format, console, emit_data, fail
-from kaid.actions.allocate import queue_key
+from kaid.actions.order import over_utilized
 from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
@@ -143,7 +143,7 @@ def _position(snap: Snap, job: Job, d: Decisions) -> str:
         return f"queue {job.queue} does not exist"
     waiting = [j for j in q.jobs if j.key in d.pending]
     idx = next((i for i, j in enumerate(waiting) if j.key == job.key), None)
-    state = "below" if queue_key(q)[0] == 0 else "at or above"
+    state = "at or above" if over_utilized(q) else "below"
     pos = f"{idx + 1} of {len(waiting)} waiting" if idx is not None else "not waiting"
     return (f"queue {q.name}: {pos} (by priority, then age); the queue is {state} its fair share "
             f"({q.allocated[GPU] / 1000:g} of {q.fair[GPU] / 1000:g} GPUs)")

@@ -1,234 +1,148 @@
-"""Allocate: place pending jobs queue by queue in fair-share order, gangs all-or-nothing, elastic pods
-one at a time and interleaved across queues (DESIGN section 3)."""
+"""Allocate: place pending jobs in KAI's order of queues and jobs (``order``), gangs all-or-nothing, elastic
+pods one at a time with the job going back into the order after each. A job that fits only once pods on
+their way out are gone is pipelined onto what they hold (DESIGN section 3)."""
 
 from __future__ import annotations
 
-from collections import deque
-from dataclasses import dataclass, field
-
+from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
+from kaid.actions.scenario import job_order
 from kaid.actions.session import Session, job_request, ref_node
-from kaid.api.config import SchedulerConfig
-from kaid.model.objects import CPU, GPU, MEM, Job, Pod, Queue, Reason
+from kaid.model.objects import Job, Pod, Reason
 from kaid.placement import gang
 from kaid.placement.explain import fit_summary, fragmentation
 from kaid.placement.index import NodeIndex
 
-
-@dataclass
-class AllocateStats:
-    jobs_placed: int = 0
-    pods_placed: int = 0
-    gangs_cpsat: int = 0  # gangs placed by the solver
-    gangs_improved: int = 0  # gangs placed better than the greedy plan (solver or single-node bound)
-    solves: int = 0
-    solver_s: float = 0.0
-    gang_nodes: list[int] = field(default_factory=list)  # nodes each placed gang spans
-    # for each placed gang: (nodes the greedy plan would have used in the same state or None, nodes used)
-    gang_vs_greedy: list[tuple[int | None, int]] = field(default_factory=list)
-    gang_domains: list[int] = field(default_factory=list)
+Failures = dict[tuple[object, ...], tuple[int, list[Reason]]]
 
 
-def dominant_share(q: Queue) -> float:
-    """The largest allocated / fair-share ratio over the resources; a resource with no fair share counts
-    only when the queue holds some of it anyway (then it is infinitely over)."""
-    share = 0.0
-    for r in (GPU, CPU, MEM):
-        if q.fair[r] > 0:
-            share = max(share, q.allocated[r] / q.fair[r])
-        elif q.allocated[r] > 0:
-            return float("inf")
-    return share
-
-
-def queue_key(q: Queue) -> tuple[int, int, float, str]:
-    ds = dominant_share(q)
-    return (0 if ds < 1 else 1, -q.priority, ds, q.name)
-
-
-class QueueOrder:
-    """Picks the next leaf queue by walking down the tree, choosing the best child at each level."""
-
-    def __init__(self, leaves: dict[str, deque[Job]], roots: list[Queue]) -> None:
-        self.leaves = leaves
-        self.roots = roots
-        self.count: dict[str, int] = {}
-        for name, jobs in leaves.items():
-            if not jobs:
-                continue
-            q: Queue | None = None
-            for root in roots:
-                q = _find(root, name)
-                if q:
-                    break
-            if q is None:
-                continue
-            for anc in q.path():
-                self.count[anc.name] = self.count.get(anc.name, 0) + len(jobs)
-
-    def pick(self) -> Queue | None:
-        level = [q for q in self.roots if self.count.get(q.name)]
-        while level:
-            best = min(level, key=queue_key)
-            if not best.children:
-                return best
-            level = [q for q in best.children if self.count.get(q.name)]
-        return None
-
-    def done(self, q: Queue) -> None:
-        for anc in q.path():
-            self.count[anc.name] -= 1
-
-
-def _find(root: Queue, name: str) -> Queue | None:
-    if root.name == name:
-        return root
-    for ch in root.children:
-        found = _find(ch, name)
-        if found:
-            return found
-    return None
-
-
-def topo_of(job: Job, session: Session) -> gang.Topo | None:
-    if job.topology is None:
-        return None
-    return gang.Topo(job.required_level, job.preferred_level)
-
-
-def allocate(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[Reason]]) -> AllocateStats:
-    snap = session.snap
-    stats = AllocateStats()
-    ref = ref_node(snap)
-    leaves: dict[str, deque[Job]] = {}
-    for leaf in snap.queues.values():
-        if leaf.children or leaf.errors:
-            continue
-        waiting = [j for j in leaf.jobs if not j.errors and any(p.status == "Pending" for p in j.pods)]
-        if waiting:
-            leaves[leaf.name] = deque(waiting)
-    order = QueueOrder(leaves, sorted(snap.roots, key=lambda q: q.name))
-    failed: dict[tuple[object, ...], tuple[int, list[Reason]]] = {}
-    spread_gpu = cfg.placement.gpu == "spread"
-    spread_cpu = cfg.placement.cpu == "spread"
-    while True:
-        q = order.pick()
-        if q is None:
+def allocate(session: Session) -> None:
+    order = job_order(session, [j for j in session.snap.jobs.values() if _waiting(session, j)])
+    failed: Failures = {}
+    while (job := order.pop()) is not None:
+        placed = _serve(session, job, failed)
+        more = placed and bool(gangs.tasks_to_allocate(job))
+        if more:
+            order.push(job)  # elastic pods: one at a time, the queue re-enters the order
+        elif placed:
+            session.reasons.pop(job.key, None)
+        if job.key == session.focus and not more:
             break
-        jobs = leaves[q.name]
-        job = jobs.popleft()
-        pending = [p for p in job.pods if p.status == "Pending"]
-        active = sum(1 for p in job.pods if p.active or p.status == "Allocated")
-        need = max(0, job.min_member - active)
-        if need > len(pending):
-            reasons[job.key] = [Reason(
-                "GangIncomplete", f"the gang needs {job.min_member} pods at once but only {len(job.pods)} exist "
-                f"({active} running); it waits for the rest to be created",
-                {"minMember": job.min_member, "exist": len(job.pods), "running": active})]
-            order.done(q)
-            continue
-        batch = pending[:need] if need > 0 else pending[:1]
-        req = job_request(batch, ref)
-        why = limit_violation(q, req, job)
-        if why is not None:
-            reasons[job.key] = [why]
-            order.done(q)
-            continue
-        spread = spread_gpu if any(p.gpu_whole or p.frac_devices for p in batch) else spread_cpu
-        ok = _place(session, job, q, batch, spread, cfg, reasons, failed, stats)
-        if ok and len(pending) > len(batch):
-            jobs.appendleft(job)  # elastic pods: one at a time, the queue re-enters the order
-        else:
-            order.done(q)
-            if ok:
-                reasons.pop(job.key, None)
-            if job.key == session.focus:
-                break
-    return stats
+    session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
+
+
+def _waiting(session: Session, job: Job) -> bool:
+    q = session.snap.queues.get(job.queue)
+    if q is None or q.children or q.errors or job.errors or not any(p.status == "Pending" for p in job.pods):
+        return False
+    if not gangs.gang_possible(job):
+        active = sum(1 for p in job.pods if gangs.is_active(p))
+        session.reasons[job.key] = [Reason(
+            "GangIncomplete", f"the gang needs {job.min_member} pods at once but only {len(job.pods)} exist "
+            f"({active} running); it waits for the rest to be created",
+            {"minMember": job.min_member, "exist": len(job.pods), "running": active})]
+        return False
+    return True
+
+
+def _serve(session: Session, job: Job, failed: Failures) -> bool:
+    batch = gangs.tasks_to_allocate(job)
+    if not batch:
+        return False
+    queue = session.snap.queues[job.queue]
+    why = limit_violation(queue, job_request(batch, ref_node(session.snap)), job)
+    if why is not None:
+        session.reasons[job.key] = [why]
+        return False
+    return _place(session, job, batch, failed)
 
 
 def _shape_key(p: Pod, n: int) -> tuple[object, ...]:
     return (p.sig, p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.frac_devices, p.cpu, p.mem, n)
 
 
-def domain_of_running(job: Job, session: Session) -> bytearray | None:
-    """For a job with a required topology level that already runs: the nodes of its domain."""
-    if not job.required_level:
-        return None
-    running = [p for p in job.pods if (p.active or p.status == "Allocated") and p.node]
-    if not running:
-        return None
-    node = session.snap.node_by_name.get(running[0].node or "")
-    value = node.labels.get(job.required_level) if node else None
-    return bytearray(1 if value is not None and n.labels.get(job.required_level) == value else 0
-                     for n in session.index.nodes)
+def _spread(session: Session, batch: list[Pod]) -> bool:
+    placement = session.cfg.placement
+    return (placement.gpu if any(p.gpu_whole or p.frac_devices for p in batch) else placement.cpu) == "spread"
 
 
-def _place(session: Session, job: Job, queue: Queue, batch: list[Pod], spread: bool, cfg: SchedulerConfig,
-           reasons: dict[str, list[Reason]], failed: dict[tuple[object, ...], tuple[int, list[Reason]]],
-           stats: AllocateStats) -> bool:
+def _plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPlan:
+    cfg = session.cfg.placement
+    topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
+    plan = gang.place(batch, session.index, _spread(session, batch), topo, cfg.gangSolver, cfg.solverTimeLimitSeconds,
+                      cfg.solverWorkers, within=gangs.domain_of_running(job, session))
+    session.alloc_stats.solver_s += plan.solver_s
+    session.alloc_stats.solves += plan.solves
+    return plan
+
+
+def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bool:
+    """Bind the batch where it fits now, or pipeline it onto what releasing pods hold; else say why not."""
     index = session.index
     homogeneous = all(_shape_key(p, 0) == _shape_key(batch[0], 0) for p in batch)
     key = _shape_key(batch[0], len(batch)) if homogeneous and job.topology is None else None
-    if key is not None and job.key != session.focus:
-        hit = failed.get(key)
-        if hit is not None and hit[0] == index.epoch:
-            reasons[job.key] = list(hit[1])
-            return False
-    if len(batch) == 1 and job.topology is None:
-        pod = batch[0]
-        choice = index.best_node(pod, spread)
-        over = charged_violation(queue, job, [(pod, choice[0], choice[1])]) if choice is not None else None
-        if over is not None:
-            reasons[job.key] = [over]
-            return False
-        if choice is not None:
-            cp = session.checkpoint()
-            session.allocate(pod, choice[0], choice[1])
-            session.committed(cp)
-            stats.pods_placed += 1
-            stats.jobs_placed += 1
-            return True
-        why = _explain(job, batch, 0, index, False) if session.focus in (None, job.key) else _UNEXPLAINED
-    else:
-        topo = topo_of(job, session)
-        plan = gang.place(batch, index, spread, topo, cfg.placement.gangSolver,
-                          cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers,
-                          within=domain_of_running(job, session))
-        stats.solver_s += plan.solver_s
-        stats.solves += plan.solves
-        over = charged_violation(queue, job, plan.placements) if plan.placements else None
-        if over is not None:
-            reasons[job.key] = [over]
-            return False
-        if plan.placements:
-            cp = session.checkpoint()
-            try:
-                for pod, node, devs in plan.placements:
-                    session.allocate(pod, node, devs)
-            except Exception:
-                session.rollback(cp)
-                raise
-            session.committed(cp)
-            stats.pods_placed += len(plan.placements)
-            stats.jobs_placed += 1
-            if plan.method == "cpsat":
-                stats.gangs_cpsat += 1
-            if plan.method != "greedy":
-                stats.gangs_improved += 1
-            if len(batch) > 1:
-                stats.gang_nodes.append(plan.nodes_used)
-                stats.gang_vs_greedy.append((plan.greedy_nodes, plan.nodes_used))
-                if topo and (topo.preferred or topo.required):
-                    label = topo.preferred or topo.required or ""
-                    stats.gang_domains.append(len({n.labels.get(label) for _, n, _ in plan.placements}))
-            return True
-        why = (_explain(job, batch, plan.placed_max, index, plan.topology_failed)
-               if session.focus in (None, job.key) else _UNEXPLAINED)
-    reasons[job.key] = why
+    hit = failed.get(key) if key is not None and job.key != session.focus else None
+    if hit is not None and hit[0] == index.epoch:
+        session.reasons[job.key] = list(hit[1])
+        return False
+    plan = _plan(session, job, batch)
+    if plan.placements:
+        return _commit(session, job, plan, "allocate")
+    pipelined = _pipelined_plan(session, job, batch)
+    if pipelined is not None:
+        return _commit(session, job, pipelined, "pipeline")
+    why = _explain(job, batch, plan.placed_max, index, plan.topology_failed) \
+        if session.focus in (None, job.key) else _UNEXPLAINED
+    session.reasons[job.key] = why
     if key is not None:
         failed[key] = (index.epoch, why)
     return False
+
+
+def _pipelined_plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPlan | None:
+    """A plan that fits once the releasing pods are gone (KAI pipelines onto their resources)."""
+    lent = session.releasing()
+    if not lent:
+        return None
+    groups = session.lend(lent)
+    try:
+        plan = _plan(session, job, batch)
+    finally:
+        session.unlend(lent, groups)
+    return plan if plan.placements else None
+
+
+def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: str) -> bool:
+    queue = session.snap.queues[job.queue]
+    over = charged_violation(queue, job, plan.placements)
+    if over is not None:
+        session.reasons[job.key] = [over]
+        return False
+    cp = session.checkpoint()
+    for pod, node, devs in plan.placements:
+        if kind == "allocate":
+            session.allocate(pod, node, devs)
+        else:
+            session.pipeline(pod, node, devs, "allocate", None)
+    session.committed(cp)
+    _count(session, job, plan)
+    return True
+
+
+def _count(session: Session, job: Job, plan: gang.GangPlan) -> None:
+    stats = session.alloc_stats
+    stats.pods_placed += len(plan.placements)
+    stats.jobs_placed += 1
+    if plan.method == "cpsat":
+        stats.gangs_cpsat += 1
+    if plan.method != "greedy":
+        stats.gangs_improved += 1
+    if len(plan.placements) > 1:
+        stats.gang_nodes.append(plan.nodes_used)
+        stats.gang_vs_greedy.append((plan.greedy_nodes, plan.nodes_used))
+        label = job.preferred_level or job.required_level
+        if job.topology is not None and label:
+            stats.gang_domains.append(len({n.labels.get(label) for _, n, _ in plan.placements}))
 
 
 # with a focus job, the others' reasons are not worked out (kaictl explain asks about one job only)

@@ -1,49 +1,58 @@
-"""Reclaim (between queues) and preempt (inside a queue): evict the cheapest victims so a pending job
-fits, and pipeline the job onto the resources being freed (DESIGN section 3, issue 3)."""
+"""The victim search that reclaim, preempt and consolidate share: for each pending job in allocate's order,
+the candidate victims its action allows, taken in KAI's victim order until a scenario works (``scenario``);
+then, where the solver can model the job, the cheapest set of victims that works too (``victims.solve``).
+The actions differ only in their ``Rules``: who may evict, whom, and what must hold afterwards."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol
 
-from kaid.actions.allocate import domain_of_running, queue_key, topo_of
-from kaid.actions.limits import charged_violation, fmt, limit_violation
-from kaid.actions.session import Session, job_request, ref_node
-from kaid.actions.victims import (
-    Constraint,
-    Placements,
-    Search,
-    Unit,
-    add_budgets,
-    first_fit,
-    rank,
-    realise,
-    solve,
-    units_of,
-)
-from kaid.api.config import SchedulerConfig
-from kaid.model.objects import CPU, GPU, Job, Pod, Queue, Reason
-from kaid.placement import gang
+from kaid.actions import gangs
+from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
+from kaid.actions.session import Session, VictimStats
+from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, solve, units_of
+from kaid.model.objects import Job, Pod, Queue, Reason
 
 
-@dataclass
-class VictimStats:
-    """One eviction decision, for the benchmark and the explanations."""
+class Rules(Protocol):
+    """What one eviction action allows."""
 
-    job: str
     action: str
-    method: str  # cpsat | first-fit
-    gpus_evicted: float
-    gpus_placed: float
-    pods_evicted: int
-    units: int
+    solver: bool  # CP-SAT may look for cheaper victims (it models evictions, not moved pods)
+    split_by_node: bool  # a victim job may lose only its pods on the nodes the job lands on (they all move)
+
+    def serves(self, job: Job) -> bool:
+        """Whether the action tries for this pending job at all."""
+
+    def blocked(self, session: Session, att: Attempt) -> Reason | None:
+        """Why this job may not evict anything now, or None."""
+
+    def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
+        """Whether the job's pods may be taken for ``att``."""
+
+    def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
+        """Whether a scenario that placed the job keeps the action's rules."""
+
+    def message(self, session: Session, att: Attempt, unit: Unit) -> str: ...
+
+    def limit(self, session: Session, att: Attempt, search: Search) -> None:
+        """Linear bounds for the solver (a relaxation: every solution is checked by ``valid`` too)."""
+
+    def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
+        """Why nothing was found: no candidates (``search.units`` empty), or no scenario that works."""
 
 
-@dataclass
-class EvictionStats:
-    decisions: list[VictimStats] = field(default_factory=list)
-    solver_s: float = 0.0
+# ``Rules.blocked`` returns this when the job may not evict and there is nothing to tell its owner
+SILENT = Reason("NotPlacedThisCycle", "")
+
+
+@dataclass(slots=True)
+class Found:
+    units: list[int]
+    outcome: Outcome
+    method: str
 
 
 def min_runtime(q: Queue, action: str) -> float:
@@ -55,317 +64,232 @@ def min_runtime(q: Queue, action: str) -> float:
     return 0.0
 
 
-def lca(a: Queue, b: Queue) -> Queue | None:
-    above = {id(x) for x in a.path()}
-    return next((x for x in b.path() if id(x) in above), None)
-
-
-def below(q: Queue, top: Queue | None) -> list[Queue]:
-    """q and its ancestors strictly below ``top``."""
-    out = []
-    for x in q.path():
-        if x is top:
-            break
-        out.append(x)
-    return out
-
-
-def pending_jobs(session: Session) -> list[tuple[Job, Queue]]:
-    snap = session.snap
-    out = []
-    for q in snap.queues.values():
-        if q.children or q.errors:
-            continue
-        for job in q.jobs:
-            if job.errors or not any(p.status == "Pending" for p in job.pods):
-                continue
-            if session.focus is not None and job.key != session.focus:
-                continue
-            out.append((job, q))
-    out.sort(key=lambda jq: (queue_key(jq[1]), -jq[0].priority, jq[0].created, jq[0].key))
-    return out
-
-
-def needed(job: Job) -> list[Pod]:
-    """The pods a job waits for: its gang (up to minMember), or one elastic pod once the gang runs."""
-    pending = [p for p in job.pods if p.status == "Pending"]
-    active = sum(1 for p in job.pods if p.active or p.status == "Allocated")
-    need = job.min_member - active
-    if need > len(pending) or not pending:
-        return []
-    return pending[:need] if need > 0 else pending[:1]
-
-
-def _gpus(milli: int) -> str:
-    return f"{milli / 1000:g}"
-
-
-def run(session: Session, cfg: SchedulerConfig, action: str, reasons: dict[str, list[Reason]],
-        stats: EvictionStats) -> None:
-    snap = session.snap
-    ref = ref_node(snap)
-    unit_cache: _UnitCache = {}
+def evict_for_pending(session: Session, rules: Rules) -> None:
+    """Run one eviction action over the pending jobs, in allocate's order."""
+    pending = [j for j in session.snap.jobs.values() if _waits(session, j) and rules.serves(j)]
+    order = job_order(session, pending)
     searches = 0
-    failed_shapes: set[tuple[object, ...]] = set()
-    for job, q in pending_jobs(session):
-        batch = needed(job)
-        if not batch:
-            continue
-        shape = (q.name, len(batch), batch[0].gpu_whole, batch[0].gpu_frac, batch[0].cpu, batch[0].mem,
-                 batch[0].sig, job.priority, job.preemptible, job.topology)
-        if shape in failed_shapes:
-            continue  # a job just like it in the same queue found no victims this cycle
-        req = job_request(batch, ref)
-        r = GPU if req[GPU] else CPU
-        if action == "reclaim" and limit_violation(q, req, job) is not None:
-            continue  # its own queue's limit blocks it; taking from others cannot help
-        if job.preempt_never:
-            # Kubernetes' preemptionPolicy: Never means it evicts nobody: not in its queue, not in others
-            if action == "preempt" and any(v.preemptible and v.priority < job.priority and v.active_count()
-                                           for v in q.jobs):
-                reasons.setdefault(job.key, []).append(Reason(
-                    "PreemptionNever", f"priority class {job.priority_class} has preemptionPolicy: Never, so this "
-                    "job waits for free resources instead of evicting other jobs"))
-            continue
-        units: list[Unit] = []
-        protected = 0
-        fair: dict[str, tuple[Queue, list[int]]] = {}
-        why_not: list[str] = []
-        if action == "reclaim":
-            if q.allocated[r] + req[r] > q.fair[r]:
-                if not any(o.allocated[r] > 0 for o in snap.queues.values() if not o.children and o is not q):
-                    continue  # no other queue holds anything: there is nothing to take back
-                reasons.setdefault(job.key, []).append(Reason(
-                    "ReclaimNotPossible", f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} "
-                    f"allocated + {fmt(r, req[r])} > {fmt(r, q.fair[r])}), so it cannot take resources back from "
-                    "other queues; it runs when resources are idle",
-                    {"queue": q.name, "allocated": q.allocated[r], "fairShare": q.fair[r], "requested": req[r]}))
-                continue
-            for victim_job in snap.jobs.values():
-                w = snap.queues.get(victim_job.queue)
-                if w is None or w is q or not victim_job.preemptible or victim_job is job:
-                    continue
-                top = lca(q, w)
-                if any(x.allocated[r] + req[r] > x.fair[r] for x in below(q, top)):
-                    continue
-                side = below(w, top)
-                if not side or any(y.allocated[r] <= y.fair[r] for y in side):
-                    continue
-                got, young = _units(victim_job, w, snap.now, "reclaim", unit_cache)
-                protected += young
-                for u in got:
-                    units.append(u)
-                    for y in side:
-                        fair.setdefault(y.name, (y, []))[1].append(len(units) - 1)
-            if not units:
-                why_not.append("no preemptible jobs run in queues above their fair share" if not protected else
-                               f"{protected} candidate pods are younger than their queue's reclaimMinRuntime")
-        else:
-            for victim_job in q.jobs:
-                if victim_job is job or not victim_job.preemptible or victim_job.priority >= job.priority:
-                    continue
-                got, young = _units(victim_job, q, snap.now, "preempt", unit_cache)
-                protected += young
-                units.extend(got)
-            if not units:
-                why_not.append(f"no lower-priority preemptible jobs run in queue {q.name}" if not protected else
-                               f"{protected} lower-priority pods are younger than preemptMinRuntime")
-        if not units:
-            if protected:
-                reasons.setdefault(job.key, []).append(Reason(
-                    "ReclaimNotPossible" if action == "reclaim" else "PreemptNotPossible",
-                    f"could not {action}: {why_not[0]}", {"protectedPods": protected}))
-            continue
-        if searches >= cfg.maxVictimSearches:
+    failed: set[tuple[object, ...]] = set()
+    while (job := order.pop()) is not None:
+        if searches >= session.cfg.maxVictimSearches:
             break
+        batch = gangs.tasks_to_allocate(job)
+        shape = _shape(job, batch)
+        if not batch or shape in failed:
+            continue
         searches += 1
-        rank(units)
-        search = Search(units)
-        for y, ids in fair.values():
-            search.fair.append(Constraint(ids, y.allocated[r] - y.fair[r], y.name, gpu=r == GPU))
-        add_budgets(search, snap.budgets)
-        done = _try(session, cfg, job, q, batch, search, action, stats, req, r)
-        if not done:
-            failed_shapes.add(shape)
-        if not done and action == "reclaim":
-            reasons.setdefault(job.key, []).append(Reason(
-                "ReclaimNotPossible",
-                f"could not reclaim: even evicting every allowed candidate ({len(units)} groups of pods in queues "
-                "above their fair share) would not make room for the job without pushing one of those queues "
-                "below its fair share or breaking a PodDisruptionBudget" + _budget_note(search),
-                {"candidates": len(units)}))
-        elif not done:
-            reasons.setdefault(job.key, []).append(Reason(
-                "PreemptNotPossible",
-                f"could not preempt: even evicting all {len(units)} lower-priority preemptible pod groups of queue "
-                f"{q.name} would not let this job fit (in free resources and within its queue's limits and quota)"
-                + _budget_note(search), {"candidates": len(units)}))
-        else:
-            reasons.pop(job.key, None)
+        if not _serve(session, rules, attempt_for(session, rules.action, job, batch)):
+            failed.add(shape)
 
 
-_UnitCache = dict[tuple[str, str], tuple[int, list[Unit], int]]
-
-
-def _units(job: Job, q: Queue, now: float, action: str, cache: _UnitCache) -> tuple[list[Unit], int]:
-    """Victim units of a job, kept for the action until one of its pods changes state."""
-    running = sum(1 for p in job.pods if p.status in ("Running", "Bound") and not p.releasing)
-    key = (job.key, action)
-    hit = cache.get(key)
-    if hit is not None and hit[0] == running:
-        return hit[1], hit[2]
-    units, young = units_of(job, q, now, min_runtime(q, action))
-    cache[key] = (running, units, young)
-    return units, young
-
-
-def _message(action: str, job: Job, q: Queue, victim: Unit, r: int) -> str:
-    w = victim.queue
-    if action == "reclaim":
-        return (f"reclaimed for {job.key}: queue {q.name} has {fmt(r, q.allocated[r])} allocated against a fair share "
-                f"of {fmt(r, q.fair[r])}, queue {w.name} has {fmt(r, w.allocated[r])} against {fmt(r, w.fair[r])}")
-    if action == "preempt":
-        return (f"preempted by {job.key} (priority {job.priority}) in queue {q.name}: this job has priority "
-                f"{victim.job.priority}")
-    return f"evicted by {action} for {job.key}"
-
-
-def _try(session: Session, cfg: SchedulerConfig, job: Job, q: Queue, batch: list[Pod], search: Search,
-         action: str, stats: EvictionStats, req: tuple[int, int, int], r: int) -> bool:
-    index = session.index
-    spread = cfg.placement.gpu == "spread"
-    topo = topo_of(job, session)
-    cp = session.checkpoint()
-    messages = {i: _message(action, job, q, u, r) for i, u in enumerate(search.units)}
-
-    def evict(i: int) -> None:
-        for p in search.units[i].pods:
-            if p.status != "Evicted":
-                session.evict(p, action, job.key, messages[i])
-
-    def place() -> Placements | None:
-        if limit_violation(q, req, job) is not None:
-            return None
-        plan = gang.place(batch, index, spread, topo, "greedy", cfg.placement.solverTimeLimitSeconds,
-                          within=domain_of_running(job, session))
-        if not plan.placements or charged_violation(q, job, plan.placements) is not None:
-            return None
-        return plan.placements
-
-    if not _could_fit(session, batch, search):
+def _waits(session: Session, job: Job) -> bool:
+    q = session.snap.queues.get(job.queue)
+    if q is None or q.children or q.errors or job.errors or not gangs.gang_possible(job):
         return False
-    mask = index.static_mask(batch[0])
-    gpus_needed = sum(p.gpu_whole for p in batch)
-
-    def enough() -> bool:
-        return sum(n.idle for n in index.nodes if mask[n.index]) >= gpus_needed
-
-    def useful(i: int) -> bool:
-        """A victim helps only if one of its pods is on a node the job may use."""
-        return any(mask[session.snap.node_by_name[p.node].index] for p in search.units[i].pods
-                   if p.node in session.snap.node_by_name)
-
-    def pruned(found: tuple[list[int], Placements] | None) -> tuple[list[int], Placements] | None:
-        """Drop victims that share no node with the placement, if the job still fits without them."""
-        if found is None:
-            return None
-        used = {n.name for _, n, _ in found[1]}
-        keep = [i for i in found[0] if any(p.node in used for p in search.units[i].pods)]
-        if len(keep) == len(found[0]):
-            return found
-        session.rollback(cp)
-        for i in keep:
-            evict(i)
-        plan = place()
-        if plan is not None:
-            return keep, plan
-        session.rollback(cp)
-        for i in found[0]:
-            evict(i)
-        return found
-
-    homogeneous = all((p.gpu_whole, p.cpu, p.mem, p.sig) == (batch[0].gpu_whole, batch[0].cpu, batch[0].mem,
-                                                              batch[0].sig) and not p.frac_devices for p in batch)
-    # first-fit first: the answer to beat, the solver's hint, and the fallback
-    baseline = pruned(first_fit(session, search, evict, place, enough, useful))
-    session.rollback(cp)
-    result: tuple[list[int], Placements] | None = None
-    method = "first-fit"
-    if cfg.placement.gangSolver == "cpsat" and homogeneous and topo is None:
-        keep: set[str] = set()
-        if baseline is not None:
-            keep = {n.name for _, n, _ in baseline[1]}
-            keep |= {p.node or "" for i in baseline[0] for p in search.units[i].pods}
-        sol = solve(session, batch, search, cfg.placement.solverTimeLimitSeconds, cfg.placement.solverWorkers,
-                    hint=baseline[0] if baseline else None, keep_nodes=keep)
-        if sol is not None and (baseline is None or cost(search, sol[0]) <= cost(search, baseline[0])):
-            chosen, counts = sol
-            for i in chosen:
-                evict(i)
-            plan = realise(session, batch, counts) if limit_violation(q, req, job) is None else None
-            if plan is not None:
-                result, method = (chosen, plan), "cpsat"
-            else:
-                session.rollback(cp)
-    if result is None and baseline is not None:
-        result = pruned(first_fit(session, search, evict, place, enough, useful))
-    if result is None:
-        session.rollback(cp)
+    if session.focus is not None and job.key != session.focus:
         return False
-    chosen, plan = result
-    for pod, node, devs in plan:
-        session.pipeline(pod, node, devs, action, job.key)
-    stats.decisions.append(VictimStats(
-        job.key, action, method, sum(search.units[i].gpu for i in chosen) / 1000,
-        sum(p.gpu_milli_on(n) for p, n, _ in plan) / 1000, sum(len(search.units[i].pods) for i in chosen),
-        len(chosen)))
+    return any(p.status == "Pending" for p in job.pods)
+
+
+def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:
+    """Jobs alike enough that one failing means the next one fails too, in the same cycle."""
+    pods = [(p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.cpu, p.mem, p.sig) for p in job.pods if p in batch]
+    return (job.queue, job.priority, job.preemptible, job.topology, tuple(pods))
+
+
+def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
+    why = rules.blocked(session, att)
+    if why is not None:
+        if why is not SILENT:
+            session.say(att.job, why)
+        return False
+    free = run(session, att, [], _validator(session, rules, att))
+    if free is not None:  # it fits on what this cycle's evictions freed: no victim of its own needed
+        _record(session, att, Found([], free, "none"))
+        return True
+    search, protected = _search(session, rules, att)
+    if not search.units:
+        _explain(session, rules, att, search, protected)
+        return False
+    texts = {id(u): rules.message(session, att, u) for u in search.units}  # the numbers before any eviction
+    att.message = lambda u: texts.get(id(u)) or rules.message(session, att, u)
+    found = _first_found(session, rules, att, search)
+    if found is not None and rules.solver and _solver_applies(session, att):
+        found = _cheaper(session, rules, att, search, found)
+    if found is None:
+        _explain(session, rules, att, search, protected)
+        return False
+    _record(session, att, found)
+    session.reasons.pop(att.job.key, None)
     return True
 
 
-def _budget_note(search: Search) -> str:
+def _explain(session: Session, rules: Rules, att: Attempt, search: Search, protected: int) -> None:
+    why = rules.explain(session, att, search, protected)
+    if why is not None:
+        session.say(att.job, why)
+
+
+def _search(session: Session, rules: Rules, att: Attempt) -> tuple[Search, int]:
+    """The candidates' eviction units, in KAI's victim order."""
+    victims = [j for j in session.snap.jobs.values()
+               if j is not att.job and j.preemptible and rules.candidate(session, att, j)]
+    per_job: dict[str, list[Unit]] = {}
+    protected = 0
+    for job in victims:
+        q = session.snap.queues[job.queue]
+        units, young = units_of(job, q, session.snap.now, min_runtime(q, rules.action))
+        protected += young
+        if units:
+            per_job[job.key] = units
+    order = job_order(session, [session.snap.jobs[k] for k in per_job], victims=True)
+    sequence: list[Unit] = []
+    useful = _useful(session, att)
+    while (victim := order.pop()) is not None:
+        unit = per_job[victim.key].pop(0)
+        if useful(unit) or per_job[victim.key]:
+            sequence.append(unit)
+        if per_job[victim.key]:
+            order.push(victim)
+    search = Search(sequence)
+    link(sequence)
+    add_budgets(search, session.snap.budgets)
+    rules.limit(session, att, search)
+    return search, protected
+
+
+def _useful(session: Session, att: Attempt) -> Callable[[Unit], bool]:
+    """A victim helps only if one of its pods is on a node the job may use (selectors, affinity, taints)."""
+    masks = [session.index.static_mask(p) for p in att.batch]
+    nodes = session.snap.node_by_name
+
+    def useful(unit: Unit) -> bool:
+        return any(p.node in nodes and any(m[nodes[p.node].index] for m in masks) for p in unit.pods)
+
+    return useful
+
+
+def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -> Found | None:
+    """Take units in KAI's order until a scenario works (KAI's own answer); then drop the units that share no
+    node with the job and were not needed."""
+    start = session.checkpoint()
+    chosen: list[int] = []
+    valid = _validator(session, rules, att)
+    for i, unit in enumerate(search.units):
+        if (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
+            continue
+        chosen.append(i)
+        evict(session, att, [unit])
+        if not _could_fit(session, att):
+            continue
+        out = settle(session, att, [search.units[j] for j in chosen], valid)
+        if out is not None:
+            out.start = start
+            return _pruned(session, rules, att, search, Found(chosen, out, "first-fit"), valid)
+    session.rollback(start)
+    return None
+
+
+def _validator(session: Session, rules: Rules, att: Attempt) -> Callable[[Outcome], bool]:
+    return lambda out: rules.valid(session, att, out)
+
+
+def _pruned(session: Session, rules: Rules, att: Attempt, search: Search, found: Found,
+            valid: Callable[[Outcome], bool]) -> Found:
+    """Without the victims that share no node with where the job landed, if it still works (for an action whose
+    victims all move, without any victim pod elsewhere: KAI's node-local sub-scenarios)."""
+    used = {n.name for _, n, _ in found.outcome.placements}
+    if rules.split_by_node:
+        keep = _split(search, found.units, used)
+    else:
+        keep = [i for i in found.units if any(search.home[id(p)] in used for p in search.units[i].pods)]
+        keep = [i for i in keep if all(j in keep for j in _before(search, i))]
+    if keep == found.units or not keep:
+        return found
+    return _retry(session, att, search, found, keep, valid) or found
+
+
+def _split(search: Search, chosen: list[int], used: set[str]) -> list[int]:
+    """The chosen units cut down to their pods on ``used`` nodes, as new units of the search."""
+    out = []
+    for i in chosen:
+        unit = search.units[i]
+        pods = [p for p in unit.pods if search.home[id(p)] in used]
+        if len(pods) == len(unit.pods):
+            out.append(i)
+        elif pods:
+            search.units.append(part_of(unit, pods))
+            out.append(len(search.units) - 1)
+    return out
+
+
+def _retry(session: Session, att: Attempt, search: Search, found: Found, units: list[int],
+           valid: Callable[[Outcome], bool], method: str | None = None) -> Found | None:
+    """Undo ``found`` and try ``units`` instead; if that fails, ``found`` is applied again and None returned."""
+    session.rollback(found.outcome.start)
+    out = run(session, att, [search.units[i] for i in units], valid)
+    if out is not None:
+        return Found(units, out, method or found.method)
+    again = run(session, att, [search.units[i] for i in found.units], valid)
+    assert again is not None, "a scenario that worked once works again"
+    found.outcome = again
+    return None
+
+
+def _before(search: Search, i: int) -> list[int]:
+    out = []
+    j = search.units[i].prev
+    while j is not None:
+        out.append(j)
+        j = search.units[j].prev
+    return out
+
+
+def _could_fit(session: Session, att: Attempt) -> bool:
+    """A cheap bound before a scenario: the idle and releasing GPUs on the nodes the job may use, now that the
+    victims so far are evicted, against the whole GPUs it needs."""
+    whole = sum(p.gpu_whole for p in att.batch)
+    if not whole:
+        return True
+    mask = session.index.static_mask(att.batch[0])
+    idle = sum(n.idle for n in session.index.nodes if mask[n.index])
+    releasing = sum(p.gpu_whole for p in session.releasing() if mask[session.snap.node_by_name[p.node or ""].index])
+    return idle + releasing >= whole
+
+
+def _solver_applies(session: Session, att: Attempt) -> bool:
+    first = att.batch[0]
+    same = all((p.gpu_whole, p.cpu, p.mem, p.sig) == (first.gpu_whole, first.cpu, first.mem, first.sig)
+               and not p.frac_devices for p in att.batch)
+    return session.cfg.placement.gangSolver == "cpsat" and same and att.job.topology is None
+
+
+def _cheaper(session: Session, rules: Rules, att: Attempt, search: Search, found: Found) -> Found:
+    """CP-SAT's cheapest set of units, if it is cheaper than ``found`` and works as a scenario too."""
+    keep = {n.name for _, n, _ in found.outcome.placements} | {search.home[id(p)] for i in found.units
+                                                                 for p in search.units[i].pods}
+    session.rollback(found.outcome.start)
+    sol = solve(session, att.batch, search, session.cfg.placement.solverTimeLimitSeconds,
+                session.cfg.placement.solverWorkers, hint=found.units, keep_nodes=keep)
+    valid = _validator(session, rules, att)
+    again = run(session, att, [search.units[i] for i in found.units], valid)
+    assert again is not None, "a scenario that worked once works again"
+    found.outcome = again
+    if sol is None or search.cost(sol[0]) >= search.cost(found.units):
+        return found
+    return _retry(session, att, search, found, sol[0], valid, "cpsat") or found
+
+
+def budget_note(search: Search) -> str:
     """Names the PodDisruptionBudgets that stood in the way, if any did."""
     tight = sorted({f"{b.namespace}/{b.name} (allows {b.disruptions_allowed})" for b, ids, _ in search.budgets
                     if sum(len(search.units[i].pods) for i in ids) > b.disruptions_allowed})
     return f"; PodDisruptionBudget {', '.join(tight)} protects some of them" if tight else ""
 
 
-def cost(search: Search, chosen: list[int]) -> tuple[int, int, float, int]:
-    """The victim order of issue 3: highest cost level, then GPUs, then running time lost, then pods."""
-    units = [search.units[i] for i in chosen]
-    return (max((u.level for u in units), default=-1), sum(u.gpu for u in units), sum(u.runtime for u in units),
-            sum(len(u.pods) for u in units))
-
-
-def _could_fit(session: Session, batch: list[Pod], search: Search) -> bool:
-    """A cheap bound before any search: idle GPUs plus every GPU the fair-share caps allow to be freed."""
-    need = sum(p.gpu_whole * 1000 for p in batch)
-    if not need:
-        return True
-    mask = session.index.static_mask(batch[0])
-    idle = sum(n.idle * 1000 for n in session.index.nodes if mask[n.index])
-    capped: set[int] = set()
-    freeable = 0
-    for c in sorted(search.fair, key=lambda c: -len(c.units)):  # the widest (root-most) caps first
-        ids = [i for i in c.units if i not in capped]
-        if not ids:
-            continue
-        freeable += min(c.cap, sum(search.units[i].gpu for i in ids)) if c.gpu else sum(
-            search.units[i].gpu for i in ids)
-        capped.update(c.units)
-    freeable += sum(u.gpu for i, u in enumerate(search.units) if i not in capped)
-    return idle + freeable >= need
-
-
-Runner = Callable[[Session, SchedulerConfig, dict[str, list[Reason]], EvictionStats], None]
-
-
-def reclaim(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[Reason]], stats: EvictionStats) -> None:
-    run(session, cfg, "reclaim", reasons, stats)
-
-
-def preempt(session: Session, cfg: SchedulerConfig, reasons: dict[str, list[Reason]], stats: EvictionStats) -> None:
-    run(session, cfg, "preempt", reasons, stats)
-
-
-def describe(stats: EvictionStats) -> list[dict[str, Any]]:
-    return [vars(d) for d in stats.decisions]
+def _record(session: Session, att: Attempt, found: Found) -> None:
+    evicted = found.outcome.evicted
+    session.victim_stats.decisions.append(VictimStats(
+        att.job.key, att.action, found.method, sum(u.gpu for u in evicted) / 1000,
+        sum(p.gpu_milli_on(n) for p, n, _ in found.outcome.placements) / 1000,
+        sum(len(u.pods) for u in evicted), len(evicted)))

@@ -1,18 +1,57 @@
-"""Tentative changes to the cycle's view of the cluster, committed or rolled back as a whole per job
-(the role of a statement in KAI's session)."""
+"""The session every action works on: the cycle's view of the cluster, its config, and tentative operations
+that are committed or rolled back as a whole per job (the role of a statement in KAI's session), plus the
+reasons and statistics the actions leave for the cycle's decisions."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Snapshot
+from kaid.api.config import SchedulerConfig
+from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Reason, Snapshot
 from kaid.placement.index import Devices, NodeIndex
+
+Vec = tuple[int, int, int]
+# a pod deleted longer ago than this is stuck (KAI's StuckInReleasing): what it holds is promised to no one
+STUCK_RELEASING_SECONDS = 120.0
+
+
+@dataclass
+class AllocateStats:
+    jobs_placed: int = 0
+    pods_placed: int = 0
+    gangs_cpsat: int = 0  # gangs placed by the solver
+    gangs_improved: int = 0  # gangs placed better than the greedy plan (solver or single-node bound)
+    solves: int = 0
+    solver_s: float = 0.0
+    gang_nodes: list[int] = field(default_factory=list)  # nodes each placed gang spans
+    # for each placed gang: (nodes the greedy plan would have used in the same state or None, nodes used)
+    gang_vs_greedy: list[tuple[int | None, int]] = field(default_factory=list)
+    gang_domains: list[int] = field(default_factory=list)
+
+
+@dataclass
+class VictimStats:
+    """One eviction decision, for the benchmark and the explanations."""
+
+    job: str
+    action: str
+    method: str  # cpsat | first-fit (KAI's victim order)
+    gpus_evicted: float
+    gpus_placed: float
+    pods_evicted: int
+    units: int
+
+
+@dataclass
+class EvictionStats:
+    decisions: list[VictimStats] = field(default_factory=list)
+    solver_s: float = 0.0
 
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # allocate | evict | pipeline
+    kind: str  # allocate | evict | pipeline | restore (an evicted pod put back in place)
     pod: Pod
     node: Node
     devices: Devices
@@ -28,34 +67,39 @@ class Op:
 class Session:
     snap: Snapshot
     index: NodeIndex
+    cfg: SchedulerConfig = field(default_factory=SchedulerConfig)
     ops: list[Op] = field(default_factory=list)
     # one job to explain: allocate stops once it is done (later jobs cannot change its fate) and the
     # eviction actions try only it
     focus: str | None = None
     # called with a job's allocations as soon as allocate commits them (the daemon starts binding)
     on_commit: Callable[[list[Op]], None] | None = None
+    reasons: dict[str, list[Reason]] = field(default_factory=dict)  # job key -> why it still waits
+    allocate_reasons: dict[str, list[Reason]] = field(default_factory=dict)  # ... as allocate left it
+    alloc_stats: AllocateStats = field(default_factory=AllocateStats)
+    victim_stats: EvictionStats = field(default_factory=EvictionStats)
+    stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
+
+    @property
+    def total(self) -> Vec:
+        cap = self.snap.capacity()
+        return (cap[GPU], cap[CPU], cap[MEM])
 
     def committed(self, checkpoint: int) -> None:
         if self.on_commit is not None:
             self.on_commit([op for op in self.ops[checkpoint:] if op.kind == "allocate"])
 
-    def _queue(self, pod: Pod) -> Queue | None:
-        return self.snap.queues.get(pod.job.queue) if pod.job else None
-
     def _charge(self, pod: Pod, node: Node, sign: int) -> None:
-        q = self._queue(pod)
+        q = self.snap.queues.get(pod.job.queue) if pod.job else None
         if q is None or pod.job is None:
             return
         vec = (pod.gpu_milli_on(node), pod.cpu, pod.mem)
         np_job = not pod.job.preemptible
         for anc in q.path():
-            anc.allocated[GPU] += sign * vec[0]
-            anc.allocated[CPU] += sign * vec[1]
-            anc.allocated[MEM] += sign * vec[2]
-            if np_job:
-                anc.alloc_np[GPU] += sign * vec[0]
-                anc.alloc_np[CPU] += sign * vec[1]
-                anc.alloc_np[MEM] += sign * vec[2]
+            for r in (GPU, CPU, MEM):
+                anc.allocated[r] += sign * vec[r]
+                if np_job:
+                    anc.alloc_np[r] += sign * vec[r]
 
     def checkpoint(self) -> int:
         return len(self.ops)
@@ -91,25 +135,88 @@ class Session:
         pod.status = "Evicted"
         self.ops.append(op)
 
+    def restore(self, pod: Pod) -> bool:
+        """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim."""
+        evicted = next((op for op in reversed(self.ops) if op.kind == "evict" and op.pod is pod), None)
+        if evicted is None or pod.status not in ("Evicted", "Pipelined"):
+            return False
+        placed = self.snap.node_by_name.get(pod.node or "") if pod.status == "Pipelined" else None
+        if placed is not None:
+            self.index.release(placed, pod, pod.devices, planning=True)
+        if not self.index.fits_exactly(evicted.node, pod, evicted.devices):
+            if placed is not None:
+                self.index.assign(placed, pod, pod.devices)
+            return False
+        if placed is not None:
+            self._charge(pod, placed, -1)
+        op = Op("restore", pod, evicted.node, evicted.devices, evicted.action, by=evicted.by, prev_status=pod.status,
+                prev_node=pod.node, prev_devices=pod.devices)
+        self.index.assign(evicted.node, pod, evicted.devices)
+        self._charge(pod, evicted.node, +1)
+        pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices
+        self.ops.append(op)
+        return True
+
+    def _restored(self) -> set[int]:
+        return {id(op.pod) for op in self.ops if op.kind == "restore"}
+
+    def evictions(self) -> list[Op]:
+        """The evictions that stand: not those of pods put back in place."""
+        back = self._restored()
+        return [op for op in self.ops if op.kind == "evict" and id(op.pod) not in back]
+
+    def placements(self) -> list[Op]:
+        """The binds and pipelines that stand (a moved pod put back in place has none)."""
+        back = self._restored()
+        return [op for op in self.ops if op.kind in ("allocate", "pipeline") and id(op.pod) not in back]
+
     def rollback(self, checkpoint: int) -> None:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
-            if op.kind in ("allocate", "pipeline"):
+            if op.kind in ("allocate", "pipeline", "restore"):
                 self.index.release(op.node, op.pod, op.devices, planning=True)
                 self._charge(op.pod, op.node, -1)
+            if op.kind == "restore" and op.prev_status == "Pipelined":
+                placed = self.snap.node_by_name[op.prev_node or ""]
+                self.index.assign(placed, op.pod, op.prev_devices)
+                self._charge(op.pod, placed, +1)
             elif op.kind == "evict":
                 self.index.assign(op.node, op.pod, op.devices)
                 self._charge(op.pod, op.node, +1)
             op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
 
-    def allocations(self) -> list[Op]:
-        return [op for op in self.ops if op.kind == "allocate"]
-
     def of_kind(self, kind: str) -> list[Op]:
         return [op for op in self.ops if op.kind == kind]
 
+    # ------------------------------------------------------------------------------------ releasing pods
+    def releasing(self) -> list[Pod]:
+        """Pods on their way out (deleted, not gone yet, not stuck): what they hold can be promised to a pipelined
+        pod."""
+        now = self.snap.now
+        return [p for p in self.snap.pods if p.releasing and p.node in self.snap.node_by_name
+                and p.status != "Evicted" and now - p.deleted <= STUCK_RELEASING_SECONDS]
 
-def job_request(pods: list[Pod], ref: Node | None) -> tuple[int, int, int]:
+    def lend(self, pods: list[Pod]) -> list[tuple[Node, int, str | None]]:
+        """Make what releasing pods hold look free, to place pods that will be pipelined onto it; returns the
+        GPU groups to give back with ``unlend``."""
+        groups = []
+        for p in pods:
+            node = self.snap.node_by_name[p.node or ""]
+            groups += [(node, d, node.dev_group[d]) for d in p.devices if p.frac_devices]
+            self.index.release(node, p, p.devices, planning=True)
+        return groups
+
+    def unlend(self, pods: list[Pod], groups: list[tuple[Node, int, str | None]]) -> None:
+        for p in pods:
+            self.index.assign(self.snap.node_by_name[p.node or ""], p, p.devices)
+        for node, d, group in groups:
+            node.dev_group[d] = group
+
+    def say(self, job: Job, reason: Reason) -> None:
+        self.reasons.setdefault(job.key, []).append(reason)
+
+
+def job_request(pods: list[Pod], ref: Node | None) -> Vec:
     g = c = m = 0
     for p in pods:
         g += p.gpu_milli_on(ref)
@@ -119,9 +226,19 @@ def job_request(pods: list[Pod], ref: Node | None) -> tuple[int, int, int]:
 
 
 def ref_node(snap: Snapshot) -> Node | None:
+    """The GPU a gpu-memory request is sized against for limits: the largest (KAI's capacity policy)."""
     return max((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)
+
+
+def small_ref_node(snap: Snapshot) -> Node | None:
+    """... and for fair share and the order of queues: the smallest (KAI's proportion plugin)."""
+    return min((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)
 
 
 def job_of(pod: Pod) -> Job:
     assert pod.job is not None
     return pod.job
+
+
+def queue_of(session: Session, job: Job) -> Queue:
+    return session.snap.queues[job.queue]

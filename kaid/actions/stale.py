@@ -4,30 +4,38 @@ whole, so that half a gang does not hold GPUs it cannot use."""
 
 from __future__ import annotations
 
+from kaid.actions import gangs
 from kaid.actions.session import Session
-from kaid.api.config import SchedulerConfig
+from kaid.model.objects import Job
 
 
-def stale_gangs(session: Session, cfg: SchedulerConfig, marks: dict[str, float | None]) -> None:
-    """Evict stale gangs; ``marks`` receives when each job became stale (None: no longer stale), for the
+def _stale(job: Job) -> tuple[bool, int]:
+    """(below its gang minimum while some of it runs, pods running)."""
+    running = [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
+    if not running:
+        return False, 0
+    return not gangs.gang_of(job).satisfied(), len(running)
+
+
+def stale_gangs(session: Session) -> None:
+    """Evict stale gangs; ``session.stale`` receives when each job became stale (None: no longer stale), for the
     front end to persist."""
     snap = session.snap
     now = snap.now
     for job in snap.jobs.values():
-        running = [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
-        coming = sum(1 for p in job.pods if p.status in ("Allocated", "Pipelined"))
-        stale = len(running) > 0 and len(running) + coming < job.min_member
+        stale, running = _stale(job)
         if not stale:
             if job.stale_since is not None:
-                marks[job.key] = None
+                session.stale[job.key] = None
             continue
         since = job.stale_since if job.stale_since is not None else now
-        marks[job.key] = since
-        grace = job.stale_grace if job.stale_grace is not None else cfg.staleGangGraceSeconds
+        session.stale[job.key] = since
+        grace = job.stale_grace if job.stale_grace is not None else session.cfg.staleGangGraceSeconds
         if grace < 0 or now - since < grace:
             continue
-        message = (f"gang {job.key} has had only {len(running)} of its minMember {job.min_member} pods running "
+        message = (f"gang {job.key} has had only {running} of its minMember {job.min_member} pods running "
                    f"for {now - since:.0f}s (grace {grace:.0f}s); evicted whole so its GPUs can be used")
-        for p in running:
-            session.evict(p, "stale-gang", job.key, message)
-        marks[job.key] = None
+        for p in job.pods:
+            if p.status in ("Running", "Bound") and not p.releasing:
+                session.evict(p, "stale-gang", job.key, message)
+        session.stale[job.key] = None

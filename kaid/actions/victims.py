@@ -1,19 +1,20 @@
-"""Choosing victims: the fewest and least valuable pods to evict so that a pending job fits.
+"""Victims: the pods that are evicted together (eviction units), their cost, and the CP-SAT search for the
+cheapest set of units that makes room for a pending job.
 
-Lexicographic cost (issue 3): lowest priority first, then fewest GPUs evicted, then least running time
-lost, then fewest pods. A gang is evicted whole unless only its elastic pods (beyond minMember) are
-taken, and elastic pods go first. CP-SAT searches over victim units and the pending job's pods per
-node in one model; a first-fit scan (candidates in cost order, evicting until the job fits) is the
-fallback and the baseline it is measured against (``benchmarks/bench_victims.py``).
+A job's running pods leave in KAI's order (``gangs.eviction_batches``): each pod above its pod set's minimum
+on its own, then the rest of the gang together; a later unit of a job is only evicted with the ones before
+it. Cost, compared lexicographically (issue 3): the highest priority level hit (elastic pods below their
+job's core), then GPUs evicted, then running time lost, then pods. KAI's own order of victims (``order``)
+finds the first set that works; CP-SAT then looks for a cheaper one, which must pass the same checks.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kaid.actions import gangs
 from kaid.actions.session import Session
 from kaid.model.objects import Budget, Job, Node, Pod, Queue
 from kaid.placement import gang
@@ -23,11 +24,12 @@ if TYPE_CHECKING:
     from ortools.sat.python import cp_model
 
 Placements = list[tuple[Pod, Node, Devices]]
+Cost = tuple[int, int, float, int]
 
 
 @dataclass(slots=True)
 class Unit:
-    """Pods that are evicted together: a gang's core (its first minMember pods), or one elastic pod."""
+    """Pods that are evicted together: one elastic pod, a surplus sub-group, or the rest of a gang."""
 
     job: Job
     pods: list[Pod]
@@ -35,20 +37,19 @@ class Unit:
     queue: Queue
     gpu: int = 0  # milli-GPU
     cpu: int = 0  # millicores
+    mem: int = 0  # bytes
     runtime: float = 0.0  # seconds the pods have run, summed
     level: int = 0  # cost rank: (priority, core after elastic) ascending
-    core_of: int | None = None  # for an elastic unit: index of its job's core unit
+    prev: int | None = None  # index of the job's unit that must go before this one
 
     @property
-    def key(self) -> tuple[int, float, int, str]:
-        """First-fit order: lowest cost level, then least running time lost, then fewest GPUs."""
-        return (self.level, self.runtime, self.gpu, self.pods[0].key)
+    def vector(self) -> tuple[int, int, int]:
+        return (self.gpu, self.cpu, self.mem)
 
 
 @dataclass(slots=True)
 class Constraint:
-    """At most ``cap`` of a resource (milli-GPU, or millicores for cpu work) may be freed from these units:
-    a queue that must stay at or above its fair share."""
+    """At most ``cap`` of a resource (milli-GPU, or millicores for cpu work) may be freed from these units."""
 
     units: list[int]
     cap: int
@@ -64,34 +65,67 @@ class Search:
     units: list[Unit]
     fair: list[Constraint] = field(default_factory=list)
     budgets: list[tuple[Budget, list[int], int]] = field(default_factory=list)  # (pdb, unit ids, pods each)
+    home: dict[int, str] = field(default_factory=dict)  # id(pod) -> the node it runs on before the search
+
+    def __post_init__(self) -> None:
+        self.home = {id(p): p.node or "" for u in self.units for p in u.pods}
+
+    def cost(self, chosen: list[int]) -> Cost:
+        return cost([self.units[i] for i in chosen])
+
+
+def cost(units: list[Unit]) -> Cost:
+    """The victim order of issue 3: highest cost level, then GPUs, then running time lost, then pods."""
+    return (max((u.level for u in units), default=-1), sum(u.gpu for u in units), sum(u.runtime for u in units),
+            sum(len(u.pods) for u in units))
+
+
+def running(job: Job) -> list[Pod]:
+    return [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
 
 
 def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[list[Unit], int]:
-    """Victim units of a running job; the second value counts pods protected by min runtime."""
-    running = [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
-    if not running:
+    """Eviction units of a running job, in the order they go; the second value counts pods protected by min
+    runtime (a protected job may only lose its elastic pods)."""
+    alive = running(job)
+    if not alive:
         return [], 0
-    young = [p for p in running if min_runtime > 0 and now - p.started < min_runtime]
+    batches = gangs.eviction_batches(job, alive)
+    young = [p for p in alive if min_runtime > 0 and now - p.started < min_runtime]
+    protected = 0
     if young:
-        return [], len(young)
-    running.sort(key=lambda p: (p.started, p.name))
-    extra = max(0, len(running) - job.min_member)
-    core_pods = running[: len(running) - extra] if extra else running
-    out = [Unit(job, core_pods, False, queue)]
-    for p in running[len(running) - extra:] if extra else []:
-        out.append(Unit(job, [p], True, queue, core_of=0))
-    for u in out:
-        u.gpu = sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in u.pods)
-        u.cpu = sum(p.cpu for p in u.pods)
-        u.runtime = sum(max(0.0, now - p.started) for p in u.pods)
-    return out, 0
+        protected = len(batches[-1])
+        batches = batches[:-1]
+    out = [_unit(job, pods, k < len(batches) - 1 or bool(young), queue, now) for k, pods in enumerate(batches)]
+    return out, protected
 
 
-def rank(units: list[Unit]) -> None:
+def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
+    u = Unit(job, pods, elastic, queue)
+    u.gpu = sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods)
+    u.cpu = sum(p.cpu for p in pods)
+    u.mem = sum(p.mem for p in pods)
+    u.runtime = sum(max(0.0, now - p.started) for p in pods)
+    return u
+
+
+def part_of(unit: Unit, pods: list[Pod]) -> Unit:
+    """Some of a unit's pods, as a unit of their own (same cost level)."""
+    part = _unit(unit.job, pods, unit.elastic, unit.queue, 0.0)
+    part.runtime = unit.runtime * len(pods) / len(unit.pods)
+    part.level = unit.level
+    return part
+
+
+def link(units: list[Unit]) -> None:
+    """Rank the units by cost level and chain each job's units in their order."""
     levels = sorted({(u.job.priority, 0 if u.elastic else 1) for u in units})
     where = {lv: i for i, lv in enumerate(levels)}
-    for u in units:
+    last: dict[str, int] = {}
+    for i, u in enumerate(units):
         u.level = where[(u.job.priority, 0 if u.elastic else 1)]
+        u.prev = last.get(u.job.key)
+        last[u.job.key] = i
 
 
 def _matches(budget: Budget, pod: Pod) -> bool:
@@ -127,36 +161,6 @@ def budget_ok(search: Search, chosen: set[int]) -> bool:
 
 def fair_ok(search: Search, chosen: set[int]) -> bool:
     return all(sum(c.amount(search.units[i]) for i in c.units if i in chosen) <= c.cap for c in search.fair)
-
-
-# ----------------------------------------------------------------------------------------- first fit
-def first_fit(session: Session, search: Search, evict: Callable[[int], None],
-              place: Callable[[], Placements | None],
-              enough: Callable[[], bool] | None = None,
-              useful: Callable[[int], bool] | None = None) -> tuple[list[int], Placements] | None:
-    """Evict candidates in cost order until the job fits. Leaves the evictions in the session."""
-    order = sorted((i for i in range(len(search.units)) if useful is None or useful(i)),
-                   key=lambda i: search.units[i].key)
-    chosen: set[int] = set()
-    for i in order:
-        if i in chosen:
-            continue
-        group = {i}
-        u = search.units[i]
-        if not u.elastic:  # a core goes with all of its job's elastic pods
-            group |= {j for j, v in enumerate(search.units) if v.job is u.job}
-        trial = chosen | group
-        if not fair_ok(search, trial) or not budget_ok(search, trial):
-            continue
-        for j in sorted(group - chosen):
-            evict(j)
-        chosen = trial
-        if enough is not None and not enough():
-            continue  # not even the freed capacity in total would do: no placement to try yet
-        plan = place()
-        if plan is not None:
-            return sorted(chosen), plan
-    return None
 
 
 # ----------------------------------------------------------------------------------------- CP-SAT
@@ -219,9 +223,11 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float, 
         room += full[n.index]
     candidates = kept
     on_kept = {i for n in candidates for i in per_node.get(n.index, [])}
-    for i, u in enumerate(units):  # a core is only useful with its elastic pods, and the other way round
-        if i in on_kept and not u.elastic:
-            on_kept |= {j for j, v in enumerate(units) if v.job is u.job}
+    for i in sorted(on_kept, reverse=True):  # a unit is only evicted after the job's units before it
+        j = units[i].prev
+        while j is not None:
+            on_kept.add(j)
+            j = units[j].prev
     shared_on: dict[tuple[str, int], int] = defaultdict(int)
     if rep.gpu_whole:
         victim_nodes = {index.nodes[i].name for i in per_node}
@@ -232,9 +238,8 @@ def solve(session: Session, pods: list[Pod], search: Search, time_limit: float, 
     model = cp_model.CpModel()
     e = [model.new_bool_var(f"e{i}") if i in on_kept else model.new_constant(0) for i in range(len(units))]
     for i, u in enumerate(units):
-        if u.elastic and u.core_of is not None:
-            core = next(j for j, v in enumerate(units) if v.job is u.job and not v.elastic)
-            model.add_implication(e[core], e[i])
+        if u.prev is not None:
+            model.add_implication(e[i], e[u.prev])
     x: dict[str, cp_model.IntVar] = {}
     for n in candidates:
         victims = per_node.get(n.index, [])

@@ -70,10 +70,13 @@ def give_deserved(total: int, shares: list[Share]) -> int:
     return left
 
 
+Lost = dict[str, tuple[Fraction, Share]]  # queue -> (the fraction of a unit rounding held back, its share)
+
+
 def divide_over_quota(total: int, shares: list[Share], unit: int, k_value: float = 0.0) -> int:
     """The over-quota phase: whole units by weight, priority by priority, then the rounded-off rest."""
     priorities = sorted({s.priority for s in shares}, reverse=True)
-    lost: dict[int, dict[str, tuple[Fraction, Share]]] = {}
+    lost: dict[int, Lost] = {}
     left = total
     for prio in priorities:
         left, lost[prio] = _rounds(left, [s for s in shares if s.priority == prio], unit, k_value)
@@ -84,9 +87,9 @@ def divide_over_quota(total: int, shares: list[Share], unit: int, k_value: float
     return left
 
 
-def _rounds(total: int, shares: list[Share], unit: int, k_value: float) -> tuple[int, dict[str, tuple[Fraction, Share]]]:
+def _rounds(total: int, shares: list[Share], unit: int, k_value: float) -> tuple[int, Lost]:
     """Rounds of weighted parts until nobody can use more of ``total``; the fractions lost to rounding."""
-    lost: dict[str, tuple[Fraction, Share]] = {}
+    lost: Lost = {}
     while True:
         weights = _share_weights(shares, k_value)
         weight_sum = sum(weights.values())
@@ -137,7 +140,7 @@ def _share_weights(shares: list[Share], k_value: float) -> dict[str, Fraction]:
     return out
 
 
-def _hand_out_rest(total: int, lost: dict[str, tuple[Fraction, Share]], unit: int) -> int:
+def _hand_out_rest(total: int, lost: Lost, unit: int) -> int:
     """One whole unit (or what is left, if less) to each share that lost a fraction to rounding, largest
     fraction first, then the older queue, then the smaller name."""
     for _, s in sorted(lost.values(), key=lambda fs: (-fs[0], fs[1].created, fs[1].name)):

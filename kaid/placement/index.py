@@ -92,6 +92,17 @@ class NodeIndex:
         self._moved(node, old)
 
     # ----------------------------------------------------------------------------- choosing
+    def fits_exactly(self, node: Node, pod: Pod, devices: Devices) -> bool:
+        """Whether the pod fits on exactly these devices of the node now."""
+        if resource_failure(node, pod) in ("TooManyPods", "InsufficientCPU", "InsufficientMemory"):
+            return False
+        if pod.gpu_whole:
+            return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices)
+        if pod.frac_devices:
+            share = pod.gpu_milli_on(node) // pod.frac_devices
+            return all(node.dev_used[d] + share <= 1000 for d in devices)
+        return True
+
     def devices_for(self, node: Node, pod: Pod, spread: bool = False) -> Devices | None:
         """The devices the pod would get on the node now (``()`` for a pod without GPUs), or None if it does not fit."""
         if resource_failure(node, pod) is not None:

@@ -29,6 +29,7 @@ NAMESPACE = "kai-test"  # KAI's tests use namespace "": any one namespace will d
 T0 = 1_767_225_600.0  # the clock of the first round (2026-01-01T00:00:00Z)
 QUEUE_EPOCH = T0 - 86_400.0  # queues were made a day before, the i-th i minutes after this
 RUNNING_FOR = 60.0  # jobs running in the input started this long before the first round
+STUCK_FOR = 600.0  # a StuckInReleasing pod was deleted this long ago (KAI's threshold is 2 minutes)
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
 ACTIONS = {"allocate": "allocate", "consolidation": "consolidate", "reclaim": "reclaim", "preempt": "preempt",
@@ -67,7 +68,7 @@ def harness_config(sc: Scenario) -> SchedulerConfig:
     """KAI's harness settings: stale gangs evicted in the first session that sees them, consolidation with
     no cap on victims, binpack for GPUs and CPUs, and no cap on the victim searches."""
     return SchedulerConfig(
-        actions=tuple(ACTIONS[a] for a in sc.actions),  # type: ignore[arg-type]
+        actions=tuple(ACTIONS[a] for a in sc.actions),
         staleGangGraceSeconds=0.0,
         maxConsolidationMoves=1_000_000,
         maxVictimSearches=1_000_000,
@@ -184,6 +185,8 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
     if st.state != TaskState.PENDING and st.node:
         spec["nodeName"] = st.node
         status = {"phase": "Running", "startTime": iso(st.started if st.started is not None else T0)}
-        if st.state in (TaskState.RELEASING, TaskState.STUCK_IN_RELEASING):
+        if st.state == TaskState.RELEASING:
             meta["deletionTimestamp"] = iso(T0 - 1.0)
+        elif st.state == TaskState.STUCK_IN_RELEASING:
+            meta["deletionTimestamp"] = iso(T0 - STUCK_FOR)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}

@@ -1,0 +1,67 @@
+"""Preempt: inside one queue, a pending job evicts strictly lower-priority preemptible work. A priority class
+with ``preemptionPolicy: Never`` never preempts (KAI ignores it; kai does not, see docs/compatibility.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
+from kaid.actions.reclaimable import within
+from kaid.actions.scenario import Attempt, Outcome
+from kaid.actions.session import Session
+from kaid.actions.victims import Search, Unit, running
+from kaid.model.objects import Job, Reason
+
+
+@dataclass
+class PreemptRules:
+    action: str = "preempt"
+    solver: bool = True
+    split_by_node: bool = False
+
+    def serves(self, job: Job) -> bool:
+        return True
+
+    def blocked(self, session: Session, att: Attempt) -> Reason | None:
+        job = att.job
+        if not job.preemptible and any(not within([a + b for a, b in zip(q.alloc_np, att.request, strict=True)],
+                                                  q.quota) for q in att.queue.path()):
+            return SILENT  # a non-preemptible job above its queue's quota: allocate said so already
+        if job.preempt_never:
+            if any(self._lower(job, v) for v in att.queue.jobs):
+                return Reason("PreemptionNever", f"priority class {job.priority_class} has preemptionPolicy: Never, "
+                              "so this job waits for free resources instead of evicting other jobs")
+            return SILENT
+        return None
+
+    def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
+        return victim.queue == att.job.queue and self._lower(att.job, victim)
+
+    def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
+        return True
+
+    def message(self, session: Session, att: Attempt, unit: Unit) -> str:
+        return (f"preempted by {att.job.key} (priority {att.job.priority}) in queue {att.queue.name}: this job has "
+                f"priority {unit.job.priority}")
+
+    def limit(self, session: Session, att: Attempt, search: Search) -> None:
+        return None
+
+    def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
+        if not search.units:
+            if not protected:
+                return None
+            return Reason("PreemptNotPossible", f"could not preempt: {protected} lower-priority pods are younger than "
+                          "preemptMinRuntime", {"protectedPods": protected})
+        return Reason(
+            "PreemptNotPossible", f"could not preempt: even evicting all {len(search.units)} lower-priority "
+            f"preemptible pod groups of queue {att.queue.name} would not let this job fit (in free resources and "
+            "within its queue's limits and quota)" + budget_note(search), {"candidates": len(search.units)})
+
+    @staticmethod
+    def _lower(job: Job, victim: Job) -> bool:
+        return victim is not job and victim.preemptible and victim.priority < job.priority and bool(running(victim))
+
+
+def preempt(session: Session) -> None:
+    evict_for_pending(session, PreemptRules())

@@ -1,0 +1,112 @@
+"""Reclaim: a queue below its fair share takes resources back from queues above theirs, evicting preemptible
+work only, by KAI's rules (``reclaimable``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
+from kaid.actions.limits import fmt, limit_violation
+from kaid.actions.order import allocatable
+from kaid.actions.reclaimable import Before, cannot_reclaim, leveled, reclaimable, victim_allowed
+from kaid.actions.scenario import Attempt, Outcome
+from kaid.actions.session import Session, job_request, ref_node
+from kaid.actions.victims import Constraint, Search, Unit
+from kaid.model.objects import GPU, RESOURCES, Job, Reason
+
+
+@dataclass
+class ReclaimRules:
+    action: str = "reclaim"
+    solver: bool = True
+    split_by_node: bool = False
+    before: Before | None = None
+
+    def serves(self, job: Job) -> bool:
+        return True
+
+    def blocked(self, session: Session, att: Attempt) -> Reason | None:
+        self.before = Before.of(session.snap.queues.values())
+        if limit_violation(att.queue, job_request(att.batch, ref_node(session.snap)), att.job) is not None:
+            return SILENT  # its own queue's limit blocks it (allocate said so); taking from others cannot help
+        if att.job.preempt_never:
+            return SILENT  # preemptionPolicy: Never evicts nobody (kai's deviation from KAI, see preempt)
+        why = cannot_reclaim(att.queue, att.request, att.job.preemptible)
+        if why is None or not self._others_hold(session, att):
+            return None if why is None else SILENT
+        return self._explain_block(att, why)
+
+    def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
+        if att.job.preempt_never or victim.queue == att.job.queue:
+            return False
+        victim_q = session.snap.queues.get(victim.queue)
+        return victim_q is not None and victim_allowed(att.queue, victim_q, att.request)
+
+    def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
+        taken: dict[str, list[tuple[int, int, int]]] = {}
+        for u in out.evicted:
+            taken.setdefault(u.queue.name, []).append(_held(u))
+        assert self.before is not None
+        return reclaimable(session.snap.queues, att.queue, att.request, att.job.preemptible,
+                           [(session.snap.queues[q], amounts) for q, amounts in taken.items()], self.before)
+
+    def message(self, session: Session, att: Attempt, unit: Unit) -> str:
+        q, w = att.queue, unit.queue
+        r = GPU if att.request[GPU] else next((r for r in range(3) if att.request[r]), GPU)
+        return (f"reclaimed for {att.job.key}: queue {q.name} has {fmt(r, q.allocated[r])} allocated against a fair "
+                f"share of {fmt(r, q.fair[r])}, queue {w.name} has {fmt(r, w.allocated[r])} against "
+                f"{fmt(r, w.fair[r])}")
+
+    def limit(self, session: Session, att: Attempt, search: Search) -> None:
+        """At most what brings each victim side down to its share, plus less than its largest unit (a queue
+        above its share may lose a victim bigger than the gap)."""
+        sides: dict[str, list[int]] = {}
+        for i, u in enumerate(search.units):
+            sides.setdefault(leveled(att.queue, u.queue)[1].name, []).append(i)
+        for name, ids in sides.items():
+            side = session.snap.queues[name]
+            over = side.allocated[GPU] - allocatable(side, GPU)
+            if over > 0 and all(side.allocated[r] <= allocatable(side, r) or allocatable(side, r) < 0
+                                for r in range(1, 3)):
+                cap = over + max(search.units[i].gpu for i in ids) - 1
+                search.fair.append(Constraint(ids, cap, name))
+
+    def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
+        units = len(search.units)
+        if not units:
+            if protected:
+                return Reason("ReclaimNotPossible", f"could not reclaim: {protected} candidate pods are younger than "
+                              "their queue's reclaimMinRuntime", {"protectedPods": protected})
+            return None
+        return Reason("ReclaimNotPossible", f"could not reclaim: even evicting every allowed candidate ({units} groups "
+                      "of pods in queues above their fair share) would not make room for the job within the reclaim "
+                      "rules (victims' queues stay at their fair share but for the last victim, and the reclaimer "
+                      "no more saturated than them)" + budget_note(search), {"candidates": units})
+
+    def _others_hold(self, session: Session, att: Attempt) -> bool:
+        return any(any(o.allocated) for o in session.snap.queues.values() if not o.children and o is not att.queue)
+
+    def _explain_block(self, att: Attempt, why: Reason) -> Reason:
+        q = att.queue
+        if why.code == "NonPreemptibleOverQuota":
+            return Reason("ReclaimNotPossible", f"queue {q.name} would have more non-preemptible work than its quota, "
+                          "so this non-preemptible job cannot take resources back; it runs when resources are idle",
+                          {"queue": q.name})
+        r = int(why.details["resource"])
+        return Reason(
+            "ReclaimNotPossible", f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} allocated "
+            f"+ {fmt(r, att.request[r])} > {fmt(r, q.fair[r])} of {RESOURCES[r]}), so it cannot take resources back "
+            "from other queues; it runs when resources are idle",
+            {"queue": q.name, "allocated": q.allocated[r], "fairShare": q.fair[r], "requested": att.request[r]})
+
+
+
+
+def _held(unit: Unit) -> tuple[int, int, int]:
+    pods = [p for p in unit.pods if p.status == "Evicted"]
+    return (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods),
+            sum(p.cpu for p in pods), sum(p.mem for p in pods))
+
+
+def reclaim(session: Session) -> None:
+    evict_for_pending(session, ReclaimRules())

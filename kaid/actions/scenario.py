@@ -1,0 +1,161 @@
+"""One eviction scenario, tried in the session: evict a set of victim units, then place the jobs involved in the
+order allocate would serve them (KAI's simulation, ``common/action.go`` at the reference commit): a victim job
+whose queue comes first takes its place back (it is moved rather than evicted), and the scenario only works if
+the pending job is placed. What is left evicted must then pass the action's rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kaid.actions import gangs
+from kaid.actions.limits import charged_violation, limit_violation
+from kaid.actions.order import ByQueue
+from kaid.actions.session import Session, Vec, job_request, ref_node, small_ref_node
+from kaid.actions.victims import Placements, Unit
+from kaid.model.objects import Job, Pod, Queue
+from kaid.placement import gang
+
+WAITING = frozenset({"Pending", "Evicted"})  # in a scenario, an evicted pod waits to be placed again
+
+
+@dataclass
+class Attempt:
+    """A pending job's try at evictions: what it needs, and how the session stood when it began."""
+
+    action: str
+    job: Job
+    queue: Queue
+    batch: list[Pod]
+    request: Vec  # for fair share and the rules (gpu-memory sized on the smallest GPU)
+    message: Callable[[Unit], str] = field(default=lambda u: "")
+
+
+@dataclass
+class Outcome:
+    """A scenario that worked: the units evicted for good, the pods moved, where the job went, and the session
+    checkpoint it started at (to undo it)."""
+
+    evicted: list[Unit]
+    moved: list[Pod]
+    placements: Placements
+    start: int = 0
+
+
+def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
+    return Attempt(action, job, session.snap.queues[job.queue], batch,
+                   job_request(batch, small_ref_node(session.snap)))
+
+
+def request_of(session: Session) -> Callable[[Job], Vec]:
+    ref = small_ref_node(session.snap)
+    return lambda job: job_request(gangs.tasks_to_allocate(job, WAITING), ref)
+
+
+def held_by(job: Job) -> Vec:
+    pods = [p for p in job.pods if gangs.is_active(p)]
+    return (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods),
+            sum(p.cpu for p in pods), sum(p.mem for p in pods))
+
+
+def job_order(session: Session, jobs: list[Job], victims: bool = False) -> ByQueue:
+    order = ByQueue(session.snap.queues, session.total, request_of(session), held_by, victims)
+    order.push_all(jobs)
+    return order
+
+
+def run(session: Session, att: Attempt, units: list[Unit], valid: Callable[[Outcome], bool]) -> Outcome | None:
+    """Try the scenario; on success its operations stay in the session, else it is rolled back."""
+    cp = session.checkpoint()
+    evict(session, att, units)
+    outcome = settle(session, att, units, valid)
+    if outcome is None:
+        session.rollback(cp)
+        return None
+    outcome.start = cp
+    return outcome
+
+
+def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
+    for u in units:
+        message = att.message(u)
+        for p in u.pods:
+            if p.status != "Evicted":
+                session.evict(p, att.action, att.job.key, message)
+
+
+def settle(session: Session, att: Attempt, units: list[Unit], valid: Callable[[Outcome], bool]) -> Outcome | None:
+    """With ``units`` evicted: place the jobs involved; keep it if the job was placed and ``valid`` holds."""
+    cp = session.checkpoint()
+    outcome = _replace(session, att, units)
+    if outcome is not None and valid(outcome):
+        return outcome
+    session.rollback(cp)
+    return None
+
+
+def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | None:
+    """Place the victims' jobs and the pending job in the order allocate serves them."""
+    victims = {u.job.key: u.job for u in units}
+    involved = {j.queue for j in victims.values()} | {att.job.queue}
+    waiting = [j for j in session.snap.jobs.values() if j.queue in involved and j.key not in victims
+               and j is not att.job and any(p.status == "Pending" for p in j.pods) and not j.errors]
+    order = job_order(session, [*victims.values(), att.job, *waiting])
+    lent = session.releasing()
+    groups = session.lend(lent)
+    placed: Placements | None = None
+    moved: list[Pod] = []
+    try:
+        while (job := order.pop()) is not None:
+            if job is att.job:
+                placed = _place(session, att, job, att.batch)
+                if placed is None:
+                    return None
+            elif job.key in victims:
+                moved += _take_back(session, att, job)
+    finally:
+        session.unlend(lent, groups)
+    if placed is None:
+        return None
+    moved = _restore(session, moved)
+    for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole)
+        cp = session.checkpoint()
+        if not all(session.restore(p) for p in u.pods if p.status == "Evicted"):
+            session.rollback(cp)
+    return Outcome([u for u in units if any(p.status == "Evicted" for p in u.pods)], moved, placed)
+
+
+def _restore(session: Session, moved: list[Pod]) -> list[Pod]:
+    """Moved pods go back where they were where that is free now (they were never victims); returns the
+    others. Each one put back can free the place of another, so until none can."""
+    left = list(moved)
+    while True:
+        back = [p for p in left if session.restore(p)]
+        if not back:
+            return left
+        left = [p for p in left if p not in back]
+
+
+def _take_back(session: Session, att: Attempt, job: Job) -> list[Pod]:
+    """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
+    victims), the next ones it needs wherever they fit (moved); returns the moved pods."""
+    back = _place(session, att, job, gangs.tasks_to_allocate(job, WAITING))
+    return [p for p, _, _ in back or []]
+
+
+def _place(session: Session, att: Attempt, job: Job, batch: list[Pod]) -> Placements | None:
+    """Pipeline ``batch`` of ``job`` where it fits now (victims gone, releasing pods lent), or None."""
+    if not batch:
+        return None
+    queue = session.snap.queues[job.queue]
+    if limit_violation(queue, job_request(batch, ref_node(session.snap)), job) is not None:
+        return None
+    topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
+    plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
+                      session.cfg.placement.solverTimeLimitSeconds, within=gangs.domain_of_running(job, session))
+    if not plan.placements or charged_violation(queue, job, plan.placements) is not None:
+        return None
+    for pod, node, devs in plan.placements:
+        session.pipeline(pod, node, devs, att.action, att.job.key)
+    return plan.placements
