@@ -406,19 +406,19 @@ def config_for(solver: str, actions: Sequence[str] = ALL_ACTIONS) -> SchedulerCo
 
 
 class TryTimer:
-    """Times each victim search: wraps ``kaid.actions.evictions._try`` (one call per job that reclaim or
-    preempt tries, whether or not it finds victims). Not available if the engine renames it."""
+    """Times each victim search: wraps ``kaid.actions.evictions._serve`` (one call per job that reclaim,
+    preempt or consolidate tries, whether or not it finds victims). Not available if the engine renames it."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, bool, float]] = []  # job, action, served, seconds
-        self.available = callable(getattr(evictions, "_try", None))
+        self.available = callable(getattr(evictions, "_serve", None))
 
     @contextmanager
     def active(self, shadow: Callable[..., None] | None = None) -> Iterator[None]:
         if not self.available:
             yield
             return
-        original: Callable[..., bool] = evictions._try
+        original: Callable[..., bool] = evictions._serve
         sig = inspect.signature(original)
 
         @functools.wraps(original)
@@ -429,15 +429,16 @@ class TryTimer:
             t0 = time.perf_counter()
             ok = original(*args, **kwargs)
             dt = time.perf_counter() - t0
-            job = bound.arguments.get("job")
-            self.calls.append((getattr(job, "key", "?"), str(bound.arguments.get("action", "?")), bool(ok), dt))
+            att = bound.arguments.get("att")
+            self.calls.append((getattr(getattr(att, "job", None), "key", "?"), str(getattr(att, "action", "?")),
+                               bool(ok), dt))
             return ok
 
-        evictions._try = timed
+        evictions._serve = timed
         try:
             yield
         finally:
-            evictions._try = original
+            evictions._serve = original
 
 
 @dataclass
@@ -528,7 +529,7 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
     """One cpsat cycle in which every victim search is preceded by a first-fit search on the same session
     state (rolled back before the real one), so that the two are compared on identical inputs."""
     timer = TryTimer()
-    if not timer.available or not {"session", "cfg", "stats"} <= set(inspect.signature(evictions._try).parameters):
+    if not timer.available or not {"session", "rules", "att"} <= set(inspect.signature(evictions._serve).parameters):
         return {"available": False}
     greedy_cfg = config_for("greedy")
     shadow_out: dict[str, dict[str, Any]] = {}
@@ -536,14 +537,16 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
 
     def shadow(original: Callable[..., bool], bound: inspect.BoundArguments) -> None:
         args = dict(bound.arguments)
-        session, stats = args["session"], args["stats"]
+        session = args["session"]
         mark = session.checkpoint()
-        scratch = type(stats)()
-        args["cfg"], args["stats"] = greedy_cfg, scratch
+        kept = (session.cfg, session.victim_stats, {k: list(v) for k, v in session.reasons.items()})
+        scratch = type(session.victim_stats)()
+        session.cfg, session.victim_stats = greedy_cfg, scratch
         t0 = time.perf_counter()
         ok = original(**args)
         shadow_s.append(time.perf_counter() - t0)
         session.rollback(mark)
+        session.cfg, session.victim_stats, session.reasons = kept
         if ok and scratch.decisions:
             d = scratch.decisions[-1]
             shadow_out[d.job] = {"action": d.action, "method": d.method, "gpus_evicted": d.gpus_evicted,
@@ -746,7 +749,7 @@ def format_report(report: dict[str, Any]) -> str:
                          f"GPUs ({row['cpsat']['method']}, {row['cpsat']['action']}) against "
                          f"{row['first_fit']['gpus_evicted']:g}")
     elif not state.get("skipped"):
-        lines.append("same state comparison: not available (kaid.actions.evictions._try is gone or changed)")
+        lines.append("same state comparison: not available (kaid.actions.evictions._serve is gone or changed)")
     if cmp_["more"]:
         lines.append("  whole cycles differ after the first decision that differs: a job that first-fit serves later "
                      "in its cycle can land on GPUs an earlier first-fit decision evicted and did not use, so these "

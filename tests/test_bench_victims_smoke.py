@@ -74,7 +74,7 @@ def test_both_solvers_evict_and_place(report: dict[str, Any]) -> None:
 def test_same_state_pass_leaves_the_cpsat_decisions_alone(report: dict[str, Any]) -> None:
     state = report["same_state"]
     if not state["available"]:
-        pytest.skip("the engine has no kaid.actions.evictions._try to wrap")
+        pytest.skip("the engine has no kaid.actions.evictions._serve to wrap")
     assert state["cpsat_matches_timed_run"] is True
     assert state["jobs_both_served"] > 0
 
