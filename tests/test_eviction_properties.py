@@ -9,7 +9,10 @@ from, and the properties below are checked over the whole run:
 
 - no eviction without a beneficiary: a reclaim, preempt or consolidate eviction's ``by`` job has pods
   pipelined in the same cycle; a stale-gang eviction names the gang itself;
-- reclaim pushes no queue below its fair share and lifts no reclaimer above its own;
+- reclaim follows KAI's rules: a victim's side was above its share before its last victim went, and the
+  reclaimer's queue ends within its fair share;
+- a queue below its deserved quota with pending work that victims above their quotas could make room for
+  gets them;
 - no oscillation: the run reaches a fixed point, no pod is evicted twice for the same reason, no job
   evicted by reclaim later reclaims back from the queue that took from it, and every pipelined pod is
   bound in the next cycle;
@@ -130,6 +133,7 @@ class Cycle:
     preemptible: dict[str, bool]  # job key -> preemptible, before the cycle
     job_queue: dict[str, str]  # job key -> leaf queue
     gpu: dict[str, int]  # pod key -> milli-GPU it held or asked for, before the cycle
+    devices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pod key -> its devices, before the cycle
 
     def busy(self) -> bool:
         d = self.decisions
@@ -186,9 +190,10 @@ def simulate(case: Case, cycles: int = 10, strip_devices: bool = False) -> Run:
         preemptible = {k: j.preemptible for k, j in snap.jobs.items()}
         job_queue = {k: j.queue for k, j in snap.jobs.items()}
         gpu = {p.key: p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in snap.pods}
+        devices = {p.key: p.devices for p in snap.pods}
         d = run_cycle(snap, cfg)
         run.parent = {row["name"]: row["parent"] for row in d.queues}
-        run.cycles.append(Cycle(n, snap, d, preemptible, job_queue, gpu))
+        run.cycles.append(Cycle(n, snap, d, preemptible, job_queue, gpu, devices))
         apply(world, d, t)
     return run
 
@@ -241,10 +246,10 @@ def test_every_eviction_has_a_beneficiary(case: Case) -> None:
 @SETTINGS
 @given(case=cases())
 def test_reclaim_respects_fair_shares(case: Case) -> None:
-    """Replays each cycle's reclaim decisions one beneficiary job at a time, in the order they were made:
-    after each, the queues on the victims' side below the lowest common ancestor are still at or above
-    their fair shares, and those on the beneficiary's side at or below theirs (in GPUs; every generated
-    job asks for GPUs)."""
+    """Replays each cycle's reclaim decisions one beneficiary job at a time, in the order they were made (KAI's
+    reclaim rules, reclaim_test.go): after each, the victims' side where the branches part was above its share
+    (fair share or deserved quota, whichever is lower) before its last victim went, and the beneficiary's leaf
+    queue is within its fair share (in GPUs; every generated job asks for GPUs)."""
     run = simulate(case)
     for cy in run.cycles:
         d = cy.decisions
@@ -252,36 +257,52 @@ def test_reclaim_respects_fair_shares(case: Case) -> None:
             continue
         rows = {row["name"]: row for row in d.queues}
         fair = {name: milli(row["fairShare"]["gpu"]) for name, row in rows.items()}
-        # the allocation before reclaim: undo reclaim, preempt and stale-gang (which come after it)
-        alloc = {name: milli(row["allocatedAfter"]["gpu"]) for name, row in rows.items()}
-        for e in d.evictions:
-            if e.action in ("reclaim", "preempt", "stale-gang"):
-                for q in path(run, cy.job_queue[e.job]):
-                    alloc[q] += cy.gpu[e.pod]
-        for b in d.pipelined:
-            if b.action in ("reclaim", "preempt"):
-                for q in path(run, b.queue):
-                    alloc[q] -= b.gpu_milli
-        order = list(dict.fromkeys(e.by for e in d.evictions if e.action == "reclaim" and e.by))
-        for by in order:
-            victims = [e for e in d.evictions if e.action == "reclaim" and e.by == by]
-            for e in victims:
-                for q in path(run, cy.job_queue[e.job]):
-                    alloc[q] -= cy.gpu[e.pod]
-            for b in d.pipelined:
-                if b.action == "reclaim" and b.by == by:
-                    for q in path(run, b.queue):
-                        alloc[q] += b.gpu_milli
-            for e in victims:
-                mine, theirs = below_lca(run, cy.job_queue[by], cy.job_queue[e.job])
-                for q in theirs:
-                    assert alloc[q] >= fair[q], (
-                        f"cycle {cy.number}: reclaim for {by} (evicting {e.pod}) left queue {q} at {alloc[q]} "
-                        f"milli-GPU, below its fair share {fair[q]}\n{describe(run)}")
-                for q in mine:
-                    assert alloc[q] <= fair[q], (
-                        f"cycle {cy.number}: reclaim for {by} lifted queue {q} to {alloc[q]} milli-GPU, above "
-                        f"its fair share {fair[q]}\n{describe(run)}")
+        deserved = {name: milli(row["deserved"]["gpu"]) for name, row in rows.items()}
+        alloc = _before_evictions(run, cy, rows)
+        for by in dict.fromkeys(e.by for e in d.evictions if e.action == "reclaim" and e.by):
+            taken = _replay(run, cy, alloc, by)
+            for side, biggest in taken.items():
+                assert alloc[side] + biggest > min(fair[side], deserved[side]), (
+                    f"cycle {cy.number}: reclaim for {by} took from {side}, which holds {alloc[side]} milli-GPU after "
+                    f"it and was not above its share ({fair[side]} fair, {deserved[side]} deserved) before its last "
+                    f"victim went\n{describe(run)}")
+            leaf = cy.job_queue[by]
+            assert alloc[leaf] <= fair[leaf], (
+                f"cycle {cy.number}: reclaim for {by} lifted its queue {leaf} to {alloc[leaf]} milli-GPU, above its "
+                f"fair share {fair[leaf]}\n{describe(run)}")
+
+
+def _before_evictions(run: Run, cy: Cycle, rows: dict[str, Any]) -> dict[str, int]:
+    """Each queue's GPUs before reclaim: the cycle's end, with reclaim, preempt and stale-gang undone."""
+    d = cy.decisions
+    alloc = {name: milli(row["allocatedAfter"]["gpu"]) for name, row in rows.items()}
+    for e in d.evictions:
+        if e.action in ("reclaim", "preempt", "stale-gang"):
+            for q in path(run, cy.job_queue[e.job]):
+                alloc[q] += cy.gpu[e.pod]
+    for b in d.pipelined:
+        if b.action in ("reclaim", "preempt"):
+            for q in path(run, b.queue):
+                alloc[q] -= b.gpu_milli
+    return alloc
+
+
+def _replay(run: Run, cy: Cycle, alloc: dict[str, int], by: str) -> dict[str, int]:
+    """Apply one beneficiary's reclaim to ``alloc``; return each victims' side with its biggest victim."""
+    d = cy.decisions
+    victims = [e for e in d.evictions if e.action == "reclaim" and e.by == by]
+    taken: dict[str, int] = {}
+    for e in victims:
+        for q in path(run, cy.job_queue[e.job]):
+            alloc[q] -= cy.gpu[e.pod]
+        _, theirs = below_lca(run, cy.job_queue[by], cy.job_queue[e.job])
+        if theirs:
+            taken[theirs[-1]] = max(taken.get(theirs[-1], 0), cy.gpu[e.pod])
+    for b in d.pipelined:
+        if b.action == "reclaim" and b.by == by:
+            for q in path(run, b.queue):
+                alloc[q] += b.gpu_milli
+    return taken
 
 
 def check_no_oscillation(run: Run) -> None:
@@ -349,14 +370,15 @@ PINNED = Case([node("n0", gpus=1, labels={"pool": "a"}), node("n1", gpus=1, labe
 @example(case=PINNED)
 @given(case=cases())
 def test_victims_make_room_where_the_beneficiary_lands(case: Case) -> None:
-    """A reclaim or preempt victim job has a pod on a node where its beneficiary is pipelined: otherwise it
-    freed nothing the beneficiary used (the generated queues have no limits that evicting could relieve)."""
+    """A reclaim or preempt victim job has a pod on a node where its beneficiary, or a pod moved for it, is
+    pipelined: otherwise it freed nothing the beneficiary used (the generated queues have no limits that evicting
+    could relieve)."""
     run = simulate(case)
     for cy in run.cycles:
         d = cy.decisions
-        landed: dict[str, set[str]] = {}
-        for b in d.pipelined:
-            landed.setdefault(b.job, set()).add(b.node)
+        landed: dict[str, set[str]] = {}  # beneficiary -> nodes it, or pods moved for it (KAI's consolidating
+        for b in d.pipelined:  # reclaim: a victim's place can take a moved pod, whose place the beneficiary takes)
+            landed.setdefault(b.by or b.job, set()).add(b.node)
         freed: dict[tuple[str, str], set[str]] = {}
         for e in d.evictions:
             if e.action in ("reclaim", "preempt") and e.by:
@@ -380,7 +402,9 @@ def test_consolidation_places_every_moved_pod(case: Case) -> None:
             assert len(again) == 1, (f"cycle {cy.number}: {e.pod} moved by consolidation is pipelined "
                                      f"{len(again)} times\n{describe(run)}")
             assert again[0].action == "consolidate" and again[0].by == e.by, (again[0], e)
-            assert again[0].node != e.node, f"{e.pod} moved onto the node it left"
+            # a pod sharing a GPU may move to another GPU of its node (gathering fractions frees a whole GPU)
+            assert again[0].node != e.node or set(again[0].devices) != set(cy.devices[e.pod]), \
+                f"{e.pod} moved onto the GPUs it left"
 
 
 @SETTINGS
@@ -392,3 +416,60 @@ def test_non_preemptible_pods_are_never_victims(case: Case) -> None:
             continue
         assert cy.preemptible[e.job], (f"cycle {cy.number}: {e.pod} of non-preemptible job {e.job} evicted by "
                                        f"{e.action} for {e.by}\n{describe(run)}")
+
+
+# ------------------------------------------------------------------------------------------ deserved quota
+@st.composite
+def starved(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], str]:
+    """A full cluster of 1-GPU train pods, some queues above their quotas, and a queue below its quota that
+    submits a gang of 1-GPU pods fitting inside its quota: (cluster with running work, the submission, its
+    PodGroup name)."""
+    sizes = draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=3))
+    capacity = sum(sizes)
+    objs: list[Obj] = [node(f"n{i}", gpus=g) for i, g in enumerate(sizes)]
+    objs.append(queue("org", gpu=(-1, -1, 1)))
+    quota = draw(st.integers(1, capacity // 2))
+    others = draw(st.lists(st.integers(0, capacity - quota), min_size=1, max_size=3).filter(
+        lambda qs: sum(qs) <= capacity - quota))
+    objs.append(queue("owner", "org", gpu=(quota, -1, draw(st.sampled_from([1, 2])))))
+    for i, q in enumerate(others):
+        objs.append(queue(f"lender{i}", "org", gpu=(q, -1, draw(st.sampled_from([1, 2])))))
+    running = draw(st.integers(0, quota - 1))
+    fill = [("owner", running), *_spread_over(capacity - running, len(others), draw)]
+    for leaf, n in fill:
+        for k in range(n):
+            name = f"{leaf}-r{k}"
+            objs += [podgroup(name, leaf, priority_class="train"), pod(f"{name}-0", gpus=1, group=name)]
+    want = draw(st.integers(1, quota - running))
+    late = [podgroup("claim", "owner", want, priority_class=draw(st.sampled_from(["train", "build-preemptible"])))]
+    late += [pod(f"claim-{k}", gpus=1, group="claim") for k in range(want)]
+    return objs, late, "claim"
+
+
+def _spread_over(total: int, queues: int, draw: st.DrawFn) -> list[tuple[str, int]]:
+    cuts = sorted(draw(st.lists(st.integers(0, total), min_size=queues - 1, max_size=queues - 1)))
+    bounds = [0, *cuts, total]
+    return [(f"lender{i}", bounds[i + 1] - bounds[i]) for i in range(queues)]
+
+
+@SETTINGS
+@given(case=starved())
+def test_a_queue_below_its_deserved_quota_gets_its_victims(case: tuple[list[Obj], list[Obj], str]) -> None:
+    """A queue below its deserved quota, with a pending gang that fits inside that quota, gets the GPUs back from
+    queues above theirs within two cycles: a deserved share is a promise (KAI: reclaim_test.go "1 train job
+    running for queue0, 1 train job pending for queue1 - reclaim" and DESIGN section 3)."""
+    objs, late, claim = case
+    cfg = SchedulerConfig()
+    world = start(objs, cfg, spread=False) + copy.deepcopy(late)
+    lines = []
+    for n in range(3):
+        t = NOW + n * cfg.cyclePeriodSeconds
+        d = run_cycle(build_snapshot(world, cfg, t), cfg)
+        lines += [f"c{n + 1} evict {e.pod} {e.action}" for e in d.evictions]
+        lines += [f"c{n + 1} pipeline {b.pod} -> {b.node}" for b in d.pipelined]
+        lines += [f"c{n + 1} bind {b.pod} -> {b.node}" for b in d.binds]
+        apply(world, d, t)
+    snap = build_snapshot(world, cfg, NOW + 3 * cfg.cyclePeriodSeconds)
+    mine = [p for p in snap.pods if p.job is not None and p.job.name == claim]
+    assert mine and all(p.status in ("Running", "Bound") for p in mine), (
+        f"{claim} still waits: {[(p.name, p.status) for p in mine]}\n" + "\n".join(lines or ["(no actions)"]))
