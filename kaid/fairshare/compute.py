@@ -30,7 +30,7 @@ def divide_level(amount: int, children: list[Queue], r: int, k_value: float, use
     if not kids:
         return
     usage = _usage_shares(kids, r) if use_usage else [0.0] * len(kids)
-    shares = [Share(q.name, q.priority, 0.0, q.quota[r], q.effective_limit(r), q.weight[r], q.requested[r], u)
+    shares = [Share(q.name, q.priority, q.created, q.quota[r], q.effective_limit(r), q.weight[r], q.requested[r], u)
               for q, u in zip(kids, usage, strict=True)]
     divide(amount, shares, WHOLE_UNIT[r], k_value if use_usage else 0.0)
     for q, s in zip(kids, shares, strict=True):
