@@ -157,18 +157,23 @@ class Session:
         self.ops.append(op)
         return True
 
-    def _restored(self) -> set[int]:
-        return {id(op.pod) for op in self.ops if op.kind == "restore"}
+    def _standing(self, kinds: tuple[str, ...]) -> list[Op]:
+        """The operations of these kinds that a later restore of their pod did not undo."""
+        last: dict[int, Op] = {}
+        for op in self.ops:
+            if op.kind in kinds:
+                last[id(op.pod)] = op
+            elif op.kind == "restore":
+                last.pop(id(op.pod), None)
+        return [op for op in self.ops if last.get(id(op.pod)) is op]
 
     def evictions(self) -> list[Op]:
         """The evictions that stand: not those of pods put back in place."""
-        back = self._restored()
-        return [op for op in self.ops if op.kind == "evict" and id(op.pod) not in back]
+        return self._standing(("evict",))
 
     def placements(self) -> list[Op]:
         """The binds and pipelines that stand (a moved pod put back in place has none)."""
-        back = self._restored()
-        return [op for op in self.ops if op.kind in ("allocate", "pipeline") and id(op.pod) not in back]
+        return self._standing(("allocate", "pipeline"))
 
     def rollback(self, checkpoint: int) -> None:
         while len(self.ops) > checkpoint:
