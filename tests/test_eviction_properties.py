@@ -308,10 +308,11 @@ def _replay(run: Run, cy: Cycle, alloc: dict[str, int], by: str) -> dict[str, in
 def check_no_oscillation(run: Run) -> None:
     quiet = [cy.number for cy in run.cycles[-2:] if cy.busy()]
     assert not quiet, f"no fixed point: cycles {quiet} still act\n{describe(run)}"
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str, bool], int] = {}
     took: dict[str, set[str]] = {}  # victim job -> queues that reclaimed from it
     for cy, e in run.evictions():
-        key = (e.pod, e.action)
+        # a pod moved (evicted and pipelined again in the same cycle) is not evicted for good
+        key = (e.pod, e.action, any(b.pod == e.pod for b in cy.decisions.pipelined))
         assert key not in seen, (f"{e.pod} evicted for {e.action} in cycle {seen[key]} and again in "
                                  f"cycle {cy.number}\n{describe(run)}")
         seen[key] = cy.number
