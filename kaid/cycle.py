@@ -17,18 +17,19 @@ from kaid.actions.preempt import preempt
 from kaid.actions.reclaim import reclaim
 from kaid.actions.session import AllocateStats, EvictionStats, Session
 from kaid.actions.stale import stale_gangs
-from kaid.api.config import SchedulerConfig
+from kaid.api.config import Action, SchedulerConfig
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
+from kaid.model.vocabulary import OpKind
 from kaid.placement.index import NodeIndex
 
 # the actions in the order a cycle runs them; the config's ``actions`` says which run
-ACTIONS: tuple[tuple[str, Callable[[Session], None]], ...] = (
-    ("allocate", allocate),
-    ("consolidate", consolidate),
-    ("reclaim", reclaim),
-    ("preempt", preempt),
-    ("stale-gang", stale_gangs),
+ACTIONS: tuple[tuple[Action, Callable[[Session], None]], ...] = (
+    (Action.ALLOCATE, allocate),
+    (Action.CONSOLIDATE, consolidate),
+    (Action.RECLAIM, reclaim),
+    (Action.PREEMPT, preempt),
+    (Action.STALE_GANG, stale_gangs),
 )
 
 
@@ -129,7 +130,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     out.stale_pods = {k: [p.key for p in snap.jobs[k].pods] for k in out.stale}
     reasons = session.reasons
     for op in session.placements():
-        if op.kind == "allocate":
+        if op.kind == OpKind.ALLOCATE:
             out.binds.append(_bind(op.pod, op.node, op.action, op.by))
         else:
             out.pipelined.append(_bind(op.pod, op.node, op.action, op.by))

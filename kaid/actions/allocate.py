@@ -8,7 +8,9 @@ from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.scenario import job_order
 from kaid.actions.session import Session, job_request, ref_node
+from kaid.api.config import Action
 from kaid.model.objects import Job, Pod, Reason
+from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.explain import fit_summary, fragmentation
 from kaid.placement.index import NodeIndex
@@ -33,7 +35,7 @@ def allocate(session: Session) -> None:
 
 def _waiting(session: Session, job: Job) -> bool:
     q = session.snap.queues.get(job.queue)
-    if q is None or q.children or q.errors or job.errors or not any(p.status == "Pending" for p in job.pods):
+    if q is None or q.children or q.errors or job.errors or not any(p.status == PodStatus.PENDING for p in job.pods):
         return False
     if not gangs.gang_possible(job):
         active = sum(1 for p in job.pods if gangs.is_active(p))
@@ -87,10 +89,10 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
         return False
     plan = _plan(session, job, batch)
     if plan.placements:
-        return _commit(session, job, plan, "allocate")
+        return _commit(session, job, plan, OpKind.ALLOCATE)
     pipelined = _pipelined_plan(session, job, batch)
     if pipelined is not None:
-        return _commit(session, job, pipelined, "pipeline")
+        return _commit(session, job, pipelined, OpKind.PIPELINE)
     why = _explain(job, batch, plan.placed_max, index, plan.topology_failed) \
         if session.focus in (None, job.key) else _UNEXPLAINED
     session.reasons[job.key] = why
@@ -112,7 +114,7 @@ def _pipelined_plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPl
     return plan if plan.placements else None
 
 
-def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: str) -> bool:
+def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: OpKind) -> bool:
     queue = session.snap.queues[job.queue]
     over = charged_violation(queue, job, plan.placements)
     if over is not None:
@@ -120,10 +122,10 @@ def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: str) -> bool:
         return False
     cp = session.checkpoint()
     for pod, node, devs in plan.placements:
-        if kind == "allocate":
+        if kind == OpKind.ALLOCATE:
             session.allocate(pod, node, devs)
         else:
-            session.pipeline(pod, node, devs, "allocate", None)
+            session.pipeline(pod, node, devs, Action.ALLOCATE, None)
     session.committed(cp)
     _count(session, job, plan)
     return True
@@ -146,7 +148,7 @@ def _count(session: Session, job: Job, plan: gang.GangPlan) -> None:
 
 
 # with a focus job, the others' reasons are not worked out (kaictl explain asks about one job only)
-_UNEXPLAINED = [Reason("NotExplained", "not worked out: this cycle was run to explain another job")]
+_UNEXPLAINED = [Reason(ReasonCode.NOT_EXPLAINED, "not worked out: this cycle was run to explain another job")]
 
 
 def _explain(job: Job, batch: list[Pod], placeable: int, index: NodeIndex, topo_failed: bool) -> list[Reason]:

@@ -11,6 +11,7 @@ from kaid.actions.limits import limit_violation
 from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session, job_request, ref_node
 from kaid.actions.victims import Search, Unit, running
+from kaid.api.config import Action
 from kaid.model.objects import Job, Reason
 
 
@@ -18,7 +19,7 @@ from kaid.model.objects import Job, Reason
 class ConsolidateRules:
     cap: int  # pods moved per cycle at most
     moves_left: int = 0
-    action: str = "consolidate"
+    action: str = Action.CONSOLIDATE
     solver: bool = False  # the solver does not model the moved pods' new places
     split_by_node: bool = True
 

@@ -12,8 +12,11 @@ from typing import Protocol
 from kaid.actions import gangs
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
 from kaid.actions.session import Session, VictimStats
-from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, solve, units_of
+from kaid.actions.victim_solver import solve
+from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, units_of
+from kaid.api.config import Action
 from kaid.model.objects import Job, Pod, Queue, Reason
+from kaid.model.vocabulary import PodStatus, ReasonCode
 
 
 class Rules(Protocol):
@@ -45,7 +48,7 @@ class Rules(Protocol):
 
 
 # ``Rules.blocked`` returns this when the job may not evict and there is nothing to tell its owner
-SILENT = Reason("NotPlacedThisCycle", "")
+SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
 
 @dataclass(slots=True)
@@ -58,7 +61,7 @@ class Found:
 def min_runtime(q: Queue, action: str) -> float:
     """The nearest queue on the path that sets the protection for this action."""
     for anc in q.path():
-        value = anc.reclaim_min_runtime if action == "reclaim" else anc.preempt_min_runtime
+        value = anc.reclaim_min_runtime if action == Action.RECLAIM else anc.preempt_min_runtime
         if value > 0:
             return value
     return 0.0
@@ -88,7 +91,7 @@ def _waits(session: Session, job: Job) -> bool:
         return False
     if session.focus is not None and job.key != session.focus:
         return False
-    return any(p.status == "Pending" for p in job.pods)
+    return any(p.status == PodStatus.PENDING for p in job.pods)
 
 
 def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:

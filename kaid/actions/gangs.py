@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from kaid.api import constants as c
 from kaid.model.objects import Job, Pod
+from kaid.model.vocabulary import BOUND_OR_RUNNING, PLACED_THIS_CYCLE, PodStatus
 
 if TYPE_CHECKING:
     from kaid.actions.session import Session
 
-ACTIVE = frozenset({"Allocated", "Pipelined", "Bound", "Running"})  # holds a place, not on its way out
-PENDING = frozenset({"Pending"})
+ACTIVE = PLACED_THIS_CYCLE | BOUND_OR_RUNNING  # holds a place, not on its way out (KAI: active allocated)
+PENDING = frozenset({PodStatus.PENDING})
 DEFAULT_POD_SET = "default"
 
 

@@ -10,12 +10,14 @@ from kaid.actions.reclaimable import within
 from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session
 from kaid.actions.victims import Search, Unit, running
+from kaid.api.config import Action
 from kaid.model.objects import Job, Reason
+from kaid.model.vocabulary import ReasonCode
 
 
 @dataclass
 class PreemptRules:
-    action: str = "preempt"
+    action: str = Action.PREEMPT
     solver: bool = True
     split_by_node: bool = False
 
@@ -29,7 +31,8 @@ class PreemptRules:
             return SILENT  # a non-preemptible job above its queue's quota: allocate said so already
         if job.preempt_never:
             if any(self._lower(job, v) for v in att.queue.jobs):
-                return Reason("PreemptionNever", f"priority class {job.priority_class} has preemptionPolicy: Never, "
+                return Reason(ReasonCode.PREEMPTION_NEVER,
+                              f"priority class {job.priority_class} has preemptionPolicy: Never, "
                               "so this job waits for free resources instead of evicting other jobs")
             return SILENT
         return None
@@ -51,7 +54,8 @@ class PreemptRules:
         if not search.units:
             if not protected:
                 return None
-            return Reason("PreemptNotPossible", f"could not preempt: {protected} lower-priority pods are younger than "
+            return Reason(ReasonCode.PREEMPT_NOT_POSSIBLE,
+                          f"could not preempt: {protected} lower-priority pods are younger than "
                           "preemptMinRuntime", {"protectedPods": protected})
         return Reason(
             "PreemptNotPossible", f"could not preempt: even evicting all {len(search.units)} lower-priority "

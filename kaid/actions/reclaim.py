@@ -12,12 +12,14 @@ from kaid.actions.reclaimable import Before, cannot_reclaim, leveled, reclaimabl
 from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session, job_request, ref_node
 from kaid.actions.victims import Constraint, Search, Unit
+from kaid.api.config import Action
 from kaid.model.objects import GPU, RESOURCES, Job, Reason
+from kaid.model.vocabulary import PodStatus, ReasonCode
 
 
 @dataclass
 class ReclaimRules:
-    action: str = "reclaim"
+    action: str = Action.RECLAIM
     solver: bool = True
     split_by_node: bool = False
     before: Before | None = None
@@ -75,21 +77,24 @@ class ReclaimRules:
         units = len(search.units)
         if not units:
             if protected:
-                return Reason("ReclaimNotPossible", f"could not reclaim: {protected} candidate pods are younger than "
+                return Reason(ReasonCode.RECLAIM_NOT_POSSIBLE,
+                              f"could not reclaim: {protected} candidate pods are younger than "
                               "their queue's reclaimMinRuntime", {"protectedPods": protected})
             return None
-        return Reason("ReclaimNotPossible", f"could not reclaim: even evicting every allowed candidate ({units} groups "
-                      "of pods in queues above their fair share) would not make room for the job within the reclaim "
-                      "rules (victims' queues stay at their fair share but for the last victim, and the reclaimer "
-                      "no more saturated than them)" + budget_note(search), {"candidates": units})
+        return Reason(ReasonCode.RECLAIM_NOT_POSSIBLE,
+                      f"could not reclaim: even evicting every allowed candidate ({units} groups of pods in queues "
+                      "above their fair share) would not make room for the job within the reclaim rules (victims' "
+                      "queues stay at their fair share but for the last victim, and the reclaimer no more saturated "
+                      "than them)" + budget_note(search), {"candidates": units})
 
     def _others_hold(self, session: Session, att: Attempt) -> bool:
         return any(any(o.allocated) for o in session.snap.queues.values() if not o.children and o is not att.queue)
 
     def _explain_block(self, att: Attempt, why: Reason) -> Reason:
         q = att.queue
-        if why.code == "NonPreemptibleOverQuota":
-            return Reason("ReclaimNotPossible", f"queue {q.name} would have more non-preemptible work than its quota, "
+        if why.code == ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA:
+            return Reason(ReasonCode.RECLAIM_NOT_POSSIBLE,
+                          f"queue {q.name} would have more non-preemptible work than its quota, "
                           "so this non-preemptible job cannot take resources back; it runs when resources are idle",
                           {"queue": q.name})
         r = int(why.details["resource"])
@@ -103,7 +108,7 @@ class ReclaimRules:
 
 
 def _held(unit: Unit) -> tuple[int, int, int]:
-    pods = [p for p in unit.pods if p.status == "Evicted"]
+    pods = [p for p in unit.pods if p.status == PodStatus.EVICTED]
     return (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods),
             sum(p.cpu for p in pods), sum(p.mem for p in pods))
 

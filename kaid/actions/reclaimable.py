@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kaid.actions.order import allocatable, within_deserved
 from kaid.model.objects import UNLIMITED, Queue, Reason
+from kaid.model.vocabulary import ReasonCode
 
 Vec = tuple[int, int, int]
 SATURATION_MULTIPLIER = 1.0  # KAI's relcaimerSaturationMultiplier default
@@ -60,10 +61,10 @@ def cannot_reclaim(q: Queue, req: Vec, preemptible: bool) -> Reason | None:
     held = _plus(q.allocated, req)
     if not within(held, q.fair):
         r = next(r for r in range(3) if not _le(held[r], q.fair[r]))
-        return Reason("ReclaimNotPossible", "", {"queue": q.name, "resource": r, "allocated": q.allocated[r],
+        return Reason(ReasonCode.RECLAIM_NOT_POSSIBLE, "", {"queue": q.name, "resource": r, "allocated": q.allocated[r],
                                                  "fairShare": q.fair[r], "requested": req[r]})
     if not preemptible and not within(_plus(q.alloc_np, req), q.quota):
-        return Reason("NonPreemptibleOverQuota", "", {"queue": q.name})
+        return Reason(ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA, "", {"queue": q.name})
     return None
 
 

@@ -15,9 +15,10 @@ from kaid.actions.order import ByQueue
 from kaid.actions.session import Session, Vec, job_request, ref_node, small_ref_node
 from kaid.actions.victims import Placements, Unit
 from kaid.model.objects import Job, Pod, Queue
+from kaid.model.vocabulary import PodStatus
 from kaid.placement import gang
 
-WAITING = frozenset({"Pending", "Evicted"})  # in a scenario, an evicted pod waits to be placed again
+WAITING = frozenset({PodStatus.PENDING, PodStatus.EVICTED})  # in a scenario, an evicted pod waits to be placed again
 
 
 @dataclass
@@ -81,7 +82,7 @@ def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
     for u in units:
         message = att.message(u)
         for p in u.pods:
-            if p.status != "Evicted":
+            if p.status != PodStatus.EVICTED:
                 session.evict(p, att.action, att.job.key, message)
 
 
@@ -100,7 +101,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     waiting = [j for j in session.snap.jobs.values() if j.queue in involved and j.key not in victims
-               and j is not att.job and any(p.status == "Pending" for p in j.pods) and not j.errors]
+               and j is not att.job and any(p.status == PodStatus.PENDING for p in j.pods) and not j.errors]
     order = job_order(session, [*victims.values(), att.job, *waiting])
     lent = session.releasing()
     groups = session.lend(lent)
@@ -121,9 +122,9 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     moved = _restore(session, moved)
     for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole)
         cp = session.checkpoint()
-        if not all(session.restore(p) for p in u.pods if p.status == "Evicted"):
+        if not all(session.restore(p) for p in u.pods if p.status == PodStatus.EVICTED):
             session.rollback(cp)
-    return Outcome([u for u in units if any(p.status == "Evicted" for p in u.pods)], moved, placed)
+    return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
 
 
 def _restore(session: Session, moved: list[Pod]) -> list[Pod]:

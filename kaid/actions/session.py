@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kaid.api.config import SchedulerConfig
+from kaid.api.config import Action, SchedulerConfig
+from kaid.model.nodes import reference_node
 from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Reason, Snapshot
+from kaid.model.queues import charge, pod_vector
+from kaid.model.vocabulary import OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
 
 Vec = tuple[int, int, int]
@@ -51,14 +54,14 @@ class EvictionStats:
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # allocate | evict | pipeline | restore (an evicted pod put back in place)
+    kind: OpKind
     pod: Pod
     node: Node
     devices: Devices
     action: str
     by: str | None = None
     message: str = ""
-    prev_status: str = "Pending"
+    prev_status: str = PodStatus.PENDING
     prev_node: str | None = None
     prev_devices: Devices = ()
 
@@ -87,24 +90,17 @@ class Session:
 
     def committed(self, checkpoint: int) -> None:
         if self.on_commit is not None:
-            self.on_commit([op for op in self.ops[checkpoint:] if op.kind == "allocate"])
+            self.on_commit([op for op in self.ops[checkpoint:] if op.kind == OpKind.ALLOCATE])
 
     def _charge(self, pod: Pod, node: Node, sign: int) -> None:
         q = self.snap.queues.get(pod.job.queue) if pod.job else None
-        if q is None or pod.job is None:
-            return
-        vec = (pod.gpu_milli_on(node), pod.cpu, pod.mem)
-        np_job = not pod.job.preemptible
-        for anc in q.path():
-            for r in (GPU, CPU, MEM):
-                anc.allocated[r] += sign * vec[r]
-                if np_job:
-                    anc.alloc_np[r] += sign * vec[r]
+        if q is not None and pod.job is not None:
+            charge(q, pod_vector(pod, node), not pod.job.preemptible, sign)
 
     def checkpoint(self) -> int:
         return len(self.ops)
 
-    def _place(self, kind: str, status: str, pod: Pod, node: Node, devices: Devices, action: str,
+    def _place(self, kind: OpKind, status: str, pod: Pod, node: Node, devices: Devices, action: str,
                by: str | None) -> None:
         op = Op(kind, pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
                 prev_devices=pod.devices)
@@ -117,30 +113,30 @@ class Session:
             pod.gpu_group = node.dev_group[devices[0]]
         self.ops.append(op)
 
-    def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = "allocate") -> None:
-        self._place("allocate", "Allocated", pod, node, devices, action, None)
+    def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = Action.ALLOCATE) -> None:
+        self._place(OpKind.ALLOCATE, PodStatus.ALLOCATED, pod, node, devices, action, None)
 
     def pipeline(self, pod: Pod, node: Node, devices: Devices, action: str, by: str | None) -> None:
         """Place a pod onto resources that evictions in this session are freeing; it is bound once the
         victims are gone, and the resources stay reserved for it until then."""
-        self._place("pipeline", "Pipelined", pod, node, devices, action, by)
+        self._place(OpKind.PIPELINE, PodStatus.PIPELINED, pod, node, devices, action, by)
 
     def evict(self, pod: Pod, action: str, by: str | None, message: str) -> None:
         """Evict a running pod: its resources are free for this session's later placements."""
         node = self.snap.node_by_name[pod.node or ""]
-        op = Op("evict", pod, node, pod.devices, action, by=by, message=message, prev_status=pod.status,
+        op = Op(OpKind.EVICT, pod, node, pod.devices, action, by=by, message=message, prev_status=pod.status,
                 prev_node=pod.node, prev_devices=pod.devices)
         self.index.release(node, pod, pod.devices, planning=True)
         self._charge(pod, node, -1)
-        pod.status = "Evicted"
+        pod.status = PodStatus.EVICTED
         self.ops.append(op)
 
     def restore(self, pod: Pod) -> bool:
         """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim."""
-        evicted = next((op for op in reversed(self.ops) if op.kind == "evict" and op.pod is pod), None)
-        if evicted is None or pod.status not in ("Evicted", "Pipelined"):
+        evicted = next((op for op in reversed(self.ops) if op.kind == OpKind.EVICT and op.pod is pod), None)
+        if evicted is None or pod.status not in (PodStatus.EVICTED, PodStatus.PIPELINED):
             return False
-        placed = self.snap.node_by_name.get(pod.node or "") if pod.status == "Pipelined" else None
+        placed = self.snap.node_by_name.get(pod.node or "") if pod.status == PodStatus.PIPELINED else None
         if placed is not None:
             self.index.release(placed, pod, pod.devices, planning=True)
         if not self.index.fits_exactly(evicted.node, pod, evicted.devices):
@@ -149,43 +145,43 @@ class Session:
             return False
         if placed is not None:
             self._charge(pod, placed, -1)
-        op = Op("restore", pod, evicted.node, evicted.devices, evicted.action, by=evicted.by, prev_status=pod.status,
-                prev_node=pod.node, prev_devices=pod.devices)
+        op = Op(OpKind.RESTORE, pod, evicted.node, evicted.devices, evicted.action, by=evicted.by,
+                prev_status=pod.status, prev_node=pod.node, prev_devices=pod.devices)
         self.index.assign(evicted.node, pod, evicted.devices)
         self._charge(pod, evicted.node, +1)
         pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices
         self.ops.append(op)
         return True
 
-    def _standing(self, kinds: tuple[str, ...]) -> list[Op]:
+    def _standing(self, kinds: tuple[OpKind, ...]) -> list[Op]:
         """The operations of these kinds that a later restore of their pod did not undo."""
         last: dict[int, Op] = {}
         for op in self.ops:
             if op.kind in kinds:
                 last[id(op.pod)] = op
-            elif op.kind == "restore":
+            elif op.kind == OpKind.RESTORE:
                 last.pop(id(op.pod), None)
         return [op for op in self.ops if last.get(id(op.pod)) is op]
 
     def evictions(self) -> list[Op]:
         """The evictions that stand: not those of pods put back in place."""
-        return self._standing(("evict",))
+        return self._standing((OpKind.EVICT,))
 
     def placements(self) -> list[Op]:
         """The binds and pipelines that stand (a moved pod put back in place has none)."""
-        return self._standing(("allocate", "pipeline"))
+        return self._standing((OpKind.ALLOCATE, OpKind.PIPELINE))
 
     def rollback(self, checkpoint: int) -> None:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
-            if op.kind in ("allocate", "pipeline", "restore"):
+            if op.kind in (OpKind.ALLOCATE, OpKind.PIPELINE, OpKind.RESTORE):
                 self.index.release(op.node, op.pod, op.devices, planning=True)
                 self._charge(op.pod, op.node, -1)
-            if op.kind == "restore" and op.prev_status == "Pipelined":
+            if op.kind == OpKind.RESTORE and op.prev_status == PodStatus.PIPELINED:
                 placed = self.snap.node_by_name[op.prev_node or ""]
                 self.index.assign(placed, op.pod, op.prev_devices)
                 self._charge(op.pod, placed, +1)
-            elif op.kind == "evict":
+            elif op.kind == OpKind.EVICT:
                 self.index.assign(op.node, op.pod, op.devices)
                 self._charge(op.pod, op.node, +1)
             op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
@@ -199,7 +195,7 @@ class Session:
         pod."""
         now = self.snap.now
         return [p for p in self.snap.pods if p.releasing and p.node in self.snap.node_by_name
-                and p.status != "Evicted" and now - p.deleted <= STUCK_RELEASING_SECONDS]
+                and p.status != PodStatus.EVICTED and now - p.deleted <= STUCK_RELEASING_SECONDS]
 
     def lend(self, pods: list[Pod]) -> list[tuple[Node, int, str | None]]:
         """Make what releasing pods hold look free, to place pods that will be pipelined onto it; returns the
@@ -232,7 +228,7 @@ def job_request(pods: list[Pod], ref: Node | None) -> Vec:
 
 def ref_node(snap: Snapshot) -> Node | None:
     """The GPU a gpu-memory request is sized against for limits: the largest (KAI's capacity policy)."""
-    return max((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)
+    return reference_node(snap.nodes)
 
 
 def small_ref_node(snap: Snapshot) -> Node | None:

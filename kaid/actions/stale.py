@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from kaid.actions import gangs
 from kaid.actions.session import Session
+from kaid.api.config import Action
 from kaid.model.objects import Job
+from kaid.model.vocabulary import PodStatus
 
 
 def _stale(job: Job) -> tuple[bool, int]:
     """(below its gang minimum while some of it runs, pods running)."""
-    running = [p for p in job.pods if p.status in ("Running", "Bound") and not p.releasing]
+    running = [p for p in job.pods if p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing]
     if not running:
         return False, 0
     return not gangs.gang_of(job).satisfied(), len(running)
@@ -36,6 +38,6 @@ def stale_gangs(session: Session) -> None:
         message = (f"gang {job.key} has had only {running} of its minMember {job.min_member} pods running "
                    f"for {now - since:.0f}s (grace {grace:.0f}s); evicted whole so its GPUs can be used")
         for p in job.pods:
-            if p.status in ("Running", "Bound") and not p.releasing:
-                session.evict(p, "stale-gang", job.key, message)
+            if p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing:
+                session.evict(p, Action.STALE_GANG, job.key, message)
         session.stale[job.key] = None

@@ -52,6 +52,7 @@ class OpKind(StrEnum):
     ALLOCATE = "allocate"
     PIPELINE = "pipeline"
     EVICT = "evict"
+    RESTORE = "restore"  # an evicted or moved pod put back where it was: that eviction no longer stands
 
 
 class Resource(IntEnum):
