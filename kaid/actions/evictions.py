@@ -229,13 +229,11 @@ def _split(search: Search, chosen: list[int], used: set[str]) -> list[int]:
 def _retry(session: Session, att: Attempt, search: Search, found: Found, units: list[int],
            valid: Callable[[Outcome], bool], method: str | None = None) -> Found | None:
     """Undo ``found`` and try ``units`` instead; if that fails, ``found`` is applied again and None returned."""
-    session.rollback(found.outcome.start)
+    done = session.undo(found.outcome.start)
     out = run(session, att, [search.units[i] for i in units], valid)
     if out is not None:
         return Found(units, out, method or found.method)
-    again = run(session, att, [search.units[i] for i in found.units], valid)
-    assert again is not None, "a scenario that worked once works again"
-    found.outcome = again
+    session.redo(done)
     return None
 
 
@@ -271,16 +269,13 @@ def _cheaper(session: Session, rules: Rules, att: Attempt, search: Search, found
     """CP-SAT's cheapest set of units, if it is cheaper than ``found`` and works as a scenario too."""
     keep = {n.name for _, n, _ in found.outcome.placements} | {search.home[id(p)] for i in found.units
                                                                  for p in search.units[i].pods}
-    session.rollback(found.outcome.start)
+    done = session.undo(found.outcome.start)
     sol = solve(session, att.batch, search, session.cfg.placement.solverTimeLimitSeconds,
                 session.cfg.placement.solverWorkers, hint=found.units, keep_nodes=keep)
-    valid = _validator(session, rules, att)
-    again = run(session, att, [search.units[i] for i in found.units], valid)
-    assert again is not None, "a scenario that worked once works again"
-    found.outcome = again
+    session.redo(done)
     if sol is None or search.cost(sol[0]) >= search.cost(found.units):
         return found
-    return _retry(session, att, search, found, sol[0], valid, "cpsat") or found
+    return _retry(session, att, search, found, sol[0], _validator(session, rules, att), "cpsat") or found
 
 
 def budget_note(search: Search) -> str:

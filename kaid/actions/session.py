@@ -171,6 +171,24 @@ class Session:
         """The binds and pipelines that stand (a moved pod put back in place has none)."""
         return self._standing((OpKind.ALLOCATE, OpKind.PIPELINE))
 
+    def undo(self, checkpoint: int) -> list[Op]:
+        """Roll back to ``checkpoint``; return the operations undone, for ``redo``."""
+        done = self.ops[checkpoint:]
+        self.rollback(checkpoint)
+        return done
+
+    def redo(self, ops: list[Op]) -> None:
+        """Apply operations that ``undo`` took back, exactly as they were (same nodes and devices)."""
+        for op in ops:
+            if op.kind == OpKind.EVICT:
+                self.evict(op.pod, op.action, op.by, op.message)
+            elif op.kind == OpKind.PIPELINE:
+                self.pipeline(op.pod, op.node, op.devices, op.action, op.by)
+            elif op.kind == OpKind.ALLOCATE:
+                self.allocate(op.pod, op.node, op.devices, op.action)
+            elif not self.restore(op.pod):
+                raise AssertionError(f"{op.pod.key} cannot be put back where it was again")
+
     def rollback(self, checkpoint: int) -> None:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
