@@ -135,8 +135,8 @@ def _explain(session: Session, rules: Rules, att: Attempt, search: Search, prote
 
 def _search(session: Session, rules: Rules, att: Attempt) -> tuple[Search, int]:
     """The candidates' eviction units, in KAI's victim order."""
-    victims = [j for j in session.snap.jobs.values()
-               if j is not att.job and j.preemptible and rules.candidate(session, att, j)]
+    victims = [j for j in session.snap.jobs.values() if j is not att.job and j.preemptible and not j.errors
+               and _known_queue(session, j) and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
     protected = 0
     for job in victims:
@@ -159,6 +159,13 @@ def _search(session: Session, rules: Rules, att: Attempt) -> tuple[Search, int]:
     add_budgets(search, session.snap.budgets)
     rules.limit(session, att, search)
     return search, protected
+
+
+def _known_queue(session: Session, job: Job) -> bool:
+    """A job in a queue the snapshot does not have (or an invalid one) is no one's victim: kai cannot tell its
+    queue's share."""
+    q = session.snap.queues.get(job.queue)
+    return q is not None and not q.errors and not q.children
 
 
 def _useful(session: Session, att: Attempt) -> Callable[[Unit], bool]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.nodes import reference_node
-from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Queue, Reason, Snapshot
+from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Reason, Snapshot
 from kaid.model.queues import charge, pod_vector
 from kaid.model.vocabulary import OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
@@ -257,7 +257,3 @@ def small_ref_node(snap: Snapshot) -> Node | None:
 def job_of(pod: Pod) -> Job:
     assert pod.job is not None
     return pod.job
-
-
-def queue_of(session: Session, job: Job) -> Queue:
-    return session.snap.queues[job.queue]
