@@ -61,15 +61,19 @@ def exists(cp: ControlPlane, *args: str) -> bool:
 
 
 def seed_000_queues() -> list[Obj]:
-    def q(name: str, parent: str | None, weight: int) -> Obj:
+    """The seed's fair shares (18.29 / 9.14 / 4.57 of 32) are the teams' gpu quotas: KAI's division hands out
+    whole GPUs over quota, so fractional shares come from quotas (weights alone would give 18 / 9 / 5)."""
+    def q(name: str, parent: str | None, weight: int, quota: float) -> Obj:
         unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
-        spec: Obj = {"resources": {"gpu": {"quota": 0, "limit": -1, "overQuotaWeight": weight},
+        spec: Obj = {"resources": {"gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight},
                                    "cpu": unlimited, "memory": unlimited}}
         if parent:
             spec["parentQueue"] = parent
         return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
-    return [q("department", None, 1), *(q(team, "department", w) for team, w in TEAMS.items())]
+    total = sum(TEAMS.values())
+    return [q("department", None, 1, 0),
+            *(q(team, "department", w, round(GPUS * w / total, 2)) for team, w in TEAMS.items())]
 
 
 def training_pod(name: str, team: str) -> Obj:
