@@ -64,9 +64,8 @@ def seed_000_queues() -> list[Obj]:
     """The seed's fair shares (18.29 / 9.14 / 4.57 of 32) are the teams' gpu quotas: KAI's division hands out
     whole GPUs over quota, so fractional shares come from quotas (weights alone would give 18 / 9 / 5)."""
     def q(name: str, parent: str | None, weight: int, quota: float) -> Obj:
-        unlimited = {"quota": 0, "limit": -1, "overQuotaWeight": 1}
-        spec: Obj = {"resources": {"gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight},
-                                   "cpu": unlimited, "memory": unlimited}}
+        # gpu only, as the seed's queues: cpu and memory are unmanaged (docs/compatibility.md)
+        spec: Obj = {"resources": {"gpu": {"quota": quota, "limit": -1, "overQuotaWeight": weight}}}
         if parent:
             spec["parentQueue"] = parent
         return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
