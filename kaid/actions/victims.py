@@ -36,10 +36,6 @@ class Unit:
     level: int = 0  # cost rank: (priority, core after elastic) ascending
     prev: int | None = None  # index of the job's unit that must go before this one
 
-    @property
-    def vector(self) -> tuple[int, int, int]:
-        return (self.gpu, self.cpu, self.mem)
-
 
 @dataclass(slots=True)
 class Constraint:

@@ -225,9 +225,6 @@ class Job:
         self.raw: dict[str, Any] | None = None
         self.request_milli = 0
 
-    def active_count(self) -> int:
-        return sum(1 for p in self.pods if p.active and not p.releasing)
-
     def __repr__(self) -> str:
         return f"Job({self.key}, q={self.queue}, min={self.min_member}, pods={len(self.pods)})"
 
