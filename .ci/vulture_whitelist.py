@@ -1,24 +1,20 @@
 """Names that vulture (run by .ci/test over kaid, kaictl and benchmarks) cannot see used. Not imported by
 anything; vulture only reads it.
 
-1. Used by name by a framework, or read only by the tests: these stay.
-2. What kaid/actions, kaid/fairshare and kaid/cycle.py still carry (dead code, and the vocabulary they have
-   not adopted yet): issue 13's phase B empties this part once issue 12's rewrite of those files has landed.
-3. Names of the GPU-sharing code (issue 14) that nothing reads yet: for their owner to use or remove.
+Only names used by a framework (by name, not by a call vulture can see) or read only by the tests belong here;
+dead code is removed, not listed.
 """
 
 from ortools.sat.python import cp_model
 
-from kaid.actions import allocate, evictions, session
+from kaid.actions import allocate
 from kaid.api import config
 from kaid.kube import daemon, metrics
-from kaid.model import objects, vocabulary
-from kaid.sharing import nvml
-from kaid.webhook import admission, server
+from kaid.model import objects
+from kaid.webhook import server
 
 parameters = cp_model.CpSolver().parameters
 
-# 1. ---------------------------------------------------------------------------------------- stays
 config.Action.RECLAIM  # members the config and the actions refer to by value
 config.Action.PREEMPT
 config.Action.STALE_GANG
@@ -36,29 +32,3 @@ daemon.Daemon.early_bound  # read by tests/e2e/test_kaid.py (what the early cycl
 objects.Job.subgroups  # PodGroup spec.subGroups, read for the contract, not scheduled on yet
 objects.Queue.display  # Queue spec.displayName, read for the contract
 allocate.AllocateStats.gangs_improved  # read by tests/test_allocate.py
-
-# 2. ---------------------------------------------------------------------------------------- phase B
-allocate.AllocateStats.jobs_placed  # counted, never read
-allocate.AllocateStats.pods_placed
-evictions.Runner  # an alias nothing uses
-evictions.describe  # never called
-session.Session.allocations  # never called
-session.Session.of_kind
-session.job_of
-objects.Budget.covers  # to replace victims._matches
-vocabulary.PLACED_THIS_CYCLE  # for the actions to adopt: ("Allocated", "Pipelined")
-vocabulary.OpKind  # Op.kind
-vocabulary.OpKind.PIPELINE
-vocabulary.OpKind.EVICT
-vocabulary.ReasonCode.GANG_UNSCHEDULABLE  # the codes the actions write as literals
-vocabulary.ReasonCode.GANG_INCOMPLETE
-vocabulary.ReasonCode.TOPOLOGY
-vocabulary.ReasonCode.RECLAIM_NOT_POSSIBLE
-vocabulary.ReasonCode.PREEMPT_NOT_POSSIBLE
-vocabulary.ReasonCode.PREEMPTION_NEVER
-vocabulary.ReasonCode.NOT_PLACED_THIS_CYCLE
-vocabulary.ReasonCode.NOT_EXPLAINED
-
-# 3. ---------------------------------------------------------------------------------------- GPU sharing
-nvml.Gpu.memory_used
-admission.PATHS

@@ -1,8 +1,9 @@
 """One scheduling cycle: a Snapshot in, Decisions out. Pure: no client calls, no clock reads.
 
-Actions run in a fixed order (DESIGN section 3): allocate, consolidate, reclaim, preempt, stale-gang;
-the config enables or disables each. Every action takes the same Session: the cluster's view with its
-tentative operations, the config, and the reasons and statistics it leaves for the decisions.
+Actions run in a fixed order, the table ``ACTIONS`` (docs/architecture.md, "The cycle"): allocate,
+consolidate, reclaim, preempt, stale-gang; the config enables or disables each. Every action is
+``action(session)``: the Session holds the cluster's view with its tentative operations, the config, and the
+reasons and statistics it leaves for the decisions.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kaid.actions.stale import stale_gangs
 from kaid.api.config import Action, SchedulerConfig
 from kaid.fairshare import compute_fair_share, queue_rows
 from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
-from kaid.model.vocabulary import OpKind
+from kaid.model.vocabulary import PLACED_THIS_CYCLE, OpKind, PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
 
 # the actions in the order a cycle runs them; the config's ``actions`` says which run
@@ -42,7 +43,7 @@ class Bind:
     devices: tuple[int, ...]
     gpu_group: str | None
     gpu_milli: int
-    action: str = "allocate"
+    action: str = Action.ALLOCATE
     by: str | None = None
     gpu_groups: tuple[str, ...] = ()  # a shared-GPU pod's group on each of its devices (``devices`` order)
 
@@ -87,13 +88,13 @@ def ready_pipelined(snap: Snapshot) -> list[Pod]:
     """Pipelined pods whose victims are gone: bound now, a whole job at a time."""
     ready: list[Pod] = []
     for job in snap.jobs.values():
-        waiting = [p for p in job.pods if p.status == "Pipelined"]
+        waiting = [p for p in job.pods if p.status == PodStatus.PIPELINED]
         if not waiting:
             continue
         if any(snap.node_by_name.get(p.node or "") is None for p in waiting):
             for p in waiting:  # the node is gone: place the pods again
                 if snap.node_by_name.get(p.node or "") is None:
-                    p.status, p.node = "Pending", None
+                    p.status, p.node = PodStatus.PENDING, None
             continue
         if all(not _overcommitted(snap.node_by_name[p.node or ""]) for p in waiting):
             ready.extend(waiting)
@@ -121,7 +122,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     session = Session(snap, index, cfg, focus=focus, on_commit=hook)
     out = Decisions(problems=list(snap.problems))
     for pod in ready_pipelined(snap):
-        out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or "allocate", None))
+        out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
     for name, action in ACTIONS:
         if name in cfg.actions:
             action(session)
@@ -141,12 +142,12 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     for job in snap.jobs.values():
         if job.warnings:
             out.warnings[job.key] = list(job.warnings)
-        if not any(p.status == "Pending" for p in job.pods):
+        if not any(p.status == PodStatus.PENDING for p in job.pods):
             continue
         why = list(job.errors) + reasons.get(job.key, [])
         if not why:
-            placed = sum(1 for p in job.pods if p.status in ("Allocated", "Pipelined"))
-            why = [Reason("NotPlacedThisCycle",
+            placed = sum(1 for p in job.pods if p.status in PLACED_THIS_CYCLE)
+            why = [Reason(ReasonCode.NOT_PLACED_THIS_CYCLE,
                           f"{placed} of {len(job.pods)} pods were placed this cycle; the rest wait for the next")]
         out.pending[job.key] = why + list(job.warnings)
     after = {row["name"]: row for row in queue_rows(snap)}

@@ -1,6 +1,6 @@
 """Allocate: place pending jobs in KAI's order of queues and jobs (``order``), gangs all-or-nothing, elastic
 pods one at a time with the job going back into the order after each. A job that fits only once pods on
-their way out are gone is pipelined onto what they hold (DESIGN section 3)."""
+their way out are gone is pipelined onto what they hold (docs/architecture.md, "The cycle")."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _waiting(session: Session, job: Job) -> bool:
     if not gangs.gang_possible(job):
         active = sum(1 for p in job.pods if gangs.is_active(p))
         session.reasons[job.key] = [Reason(
-            "GangIncomplete", f"the gang needs {job.min_member} pods at once but only {len(job.pods)} exist "
+            ReasonCode.GANG_INCOMPLETE, f"the gang needs {job.min_member} pods at once but only {len(job.pods)} exist "
             f"({active} running); it waits for the rest to be created",
             {"minMember": job.min_member, "exist": len(job.pods), "running": active})]
         return False
@@ -133,8 +133,6 @@ def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: OpKind) -> bo
 
 def _count(session: Session, job: Job, plan: gang.GangPlan) -> None:
     stats = session.alloc_stats
-    stats.pods_placed += len(plan.placements)
-    stats.jobs_placed += 1
     if plan.method == "cpsat":
         stats.gangs_cpsat += 1
     if plan.method != "greedy":
@@ -155,11 +153,13 @@ def _explain(job: Job, batch: list[Pod], placeable: int, index: NodeIndex, topo_
     out: list[Reason] = []
     if len(batch) > 1:
         out.append(Reason(
-            "GangUnschedulable", f"the gang needs {len(batch)} pods placed at once; only {placeable} can be placed "
-            "now", {"needed": len(batch), "placeable": placeable}))
+            ReasonCode.GANG_UNSCHEDULABLE,
+            f"the gang needs {len(batch)} pods placed at once; only {placeable} can be placed now",
+            {"needed": len(batch), "placeable": placeable}))
     if topo_failed:
         out.append(Reason(
-            "Topology", f"the pods fit in the cluster but not inside one {job.required_level} domain of topology "
+            ReasonCode.TOPOLOGY,
+            f"the pods fit in the cluster but not inside one {job.required_level} domain of topology "
             f"{job.topology}, as required", {"topology": job.topology, "requiredLevel": job.required_level}))
     frag = fragmentation(batch, index)
     if frag is not None:

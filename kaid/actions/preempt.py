@@ -58,7 +58,7 @@ class PreemptRules:
                           f"could not preempt: {protected} lower-priority pods are younger than "
                           "preemptMinRuntime", {"protectedPods": protected})
         return Reason(
-            "PreemptNotPossible", f"could not preempt: even evicting all {len(search.units)} lower-priority "
+            ReasonCode.PREEMPT_NOT_POSSIBLE, f"could not preempt: even evicting all {len(search.units)} lower-priority "
             f"preemptible pod groups of queue {att.queue.name} would not let this job fit (in free resources and "
             "within its queue's limits and quota)" + budget_note(search), {"candidates": len(search.units)})
 

@@ -99,7 +99,8 @@ class ReclaimRules:
                           {"queue": q.name})
         r = int(why.details["resource"])
         return Reason(
-            "ReclaimNotPossible", f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} allocated "
+            ReasonCode.RECLAIM_NOT_POSSIBLE,
+            f"queue {q.name} would go above its fair share ({fmt(r, q.allocated[r])} allocated "
             f"+ {fmt(r, att.request[r])} > {fmt(r, q.fair[r])} of {RESOURCES[r]}), so it cannot take resources back "
             "from other queues; it runs when resources are idle",
             {"queue": q.name, "allocated": q.allocated[r], "fairShare": q.fair[r], "requested": att.request[r]})

@@ -21,8 +21,6 @@ STUCK_RELEASING_SECONDS = 120.0
 
 @dataclass
 class AllocateStats:
-    jobs_placed: int = 0
-    pods_placed: int = 0
     gangs_cpsat: int = 0  # gangs placed by the solver
     gangs_improved: int = 0  # gangs placed better than the greedy plan (solver or single-node bound)
     solves: int = 0
@@ -204,9 +202,6 @@ class Session:
                 self._charge(op.pod, op.node, +1)
             op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
 
-    def of_kind(self, kind: str) -> list[Op]:
-        return [op for op in self.ops if op.kind == kind]
-
     # ------------------------------------------------------------------------------------ releasing pods
     def releasing(self) -> list[Pod]:
         """Pods on their way out (deleted, not gone yet, not stuck): what they hold can be promised to a pipelined
@@ -252,8 +247,3 @@ def ref_node(snap: Snapshot) -> Node | None:
 def small_ref_node(snap: Snapshot) -> Node | None:
     """... and for fair share and the order of queues: the smallest (KAI's proportion plugin)."""
     return min((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)
-
-
-def job_of(pod: Pod) -> Job:
-    assert pod.job is not None
-    return pod.job

@@ -1,4 +1,4 @@
-"""Fair share per resource (gpu, cpu, memory), top-down through the queue tree (DESIGN section 3).
+"""Fair share per resource (gpu, cpu, memory), top-down through the queue tree (docs/architecture.md, "The cycle").
 
 At the root the amount is the cluster's schedulable capacity; below, a queue's fair share is divided
 among its children by KAI-Scheduler's rules (``kaid.fairshare.division``): deserved first, even when the

@@ -28,7 +28,6 @@ class Gpu:
     index: int
     uuid: str
     memory_total: int  # bytes
-    memory_used: int  # bytes
     processes: tuple[GpuProcess, ...]
 
 
@@ -101,7 +100,7 @@ class Nvml:
                     total = (known.used_bytes or 0) + (used or 0) if known is not None else used
                     procs[pid] = GpuProcess(pid, None if used is None and known is None else total)
             out.append(Gpu(index, _text(self._call("nvmlDeviceGetUUID", handle)), int(memory.total),
-                           int(memory.used), tuple(procs.values())))
+                           tuple(procs.values())))
         return out
 
 

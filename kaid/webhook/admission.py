@@ -128,6 +128,3 @@ def review(path: str, body: Obj, cfg: SchedulerConfig, queues: QueueLister, rng:
         response = _denied(str(request.get("uid", "")), f"kai's webhook serves no path {path}")
     return {"apiVersion": body.get("apiVersion") or "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": response}
-
-
-PATHS = ("/mutate-pod", "/validate-pod", "/validate-queue", "/validate-podgroup")
