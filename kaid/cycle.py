@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kaid.actions.allocate import allocate
 from kaid.actions.consolidate import consolidate
@@ -19,7 +18,7 @@ from kaid.actions.reclaim import reclaim
 from kaid.actions.session import AllocateStats, EvictionStats, Session
 from kaid.actions.stale import stale_gangs
 from kaid.api.config import Action, SchedulerConfig
-from kaid.fairshare import compute_fair_share, queue_rows
+from kaid.fairshare import QueueRow, compute_fair_share, queue_rows
 from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
 from kaid.model.vocabulary import PLACED_THIS_CYCLE, OpKind, PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
@@ -70,7 +69,7 @@ class Decisions:
     pipelined: list[Bind] = field(default_factory=list)
     pending: dict[str, list[Reason]] = field(default_factory=dict)  # job key -> why it waits
     warnings: dict[str, list[Reason]] = field(default_factory=dict)
-    queues: list[dict[str, Any]] = field(default_factory=list)
+    queues: list[QueueRow] = field(default_factory=list)  # fair shares, allocated before and after
     problems: list[ObjectProblem] = field(default_factory=list)
     stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
     stale_pods: dict[str, list[str]] = field(default_factory=dict)  # job key -> its pods, for jobs in ``stale``
@@ -150,8 +149,9 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
             why = [Reason(ReasonCode.NOT_PLACED_THIS_CYCLE,
                           f"{placed} of {len(job.pods)} pods were placed this cycle; the rest wait for the next")]
         out.pending[job.key] = why + list(job.warnings)
-    after = {row["name"]: row for row in queue_rows(snap)}
+    after = {row.name: row for row in queue_rows(snap)}
     for row in fair_rows:
-        row["allocatedAfter"] = after[row["name"]]["allocated"]
+        row.allocated_after = after[row.name].allocated
+        row.used_after = tuple(snap.queues[row.name].allocated)
     out.queues = fair_rows
     return out

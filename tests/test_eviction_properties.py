@@ -192,7 +192,7 @@ def simulate(case: Case, cycles: int = 10, strip_devices: bool = False) -> Run:
         gpu = {p.key: p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in snap.pods}
         devices = {p.key: p.devices for p in snap.pods}
         d = run_cycle(snap, cfg)
-        run.parent = {row["name"]: row["parent"] for row in d.queues}
+        run.parent = {row.name: row.parent for row in d.queues}
         run.cycles.append(Cycle(n, snap, d, preemptible, job_queue, gpu, devices))
         apply(world, d, t)
     return run
@@ -255,9 +255,9 @@ def test_reclaim_respects_fair_shares(case: Case) -> None:
         d = cy.decisions
         if not any(e.action == "reclaim" for e in d.evictions):
             continue
-        rows = {row["name"]: row for row in d.queues}
-        fair = {name: milli(row["fairShare"]["gpu"]) for name, row in rows.items()}
-        deserved = {name: milli(row["deserved"]["gpu"]) for name, row in rows.items()}
+        rows = {row.name: row for row in d.queues}
+        fair = {name: milli(row.fair_share["gpu"]) for name, row in rows.items()}
+        deserved = {name: milli(row.deserved["gpu"]) for name, row in rows.items()}
         alloc = _before_evictions(run, cy, rows)
         for by in dict.fromkeys(e.by for e in d.evictions if e.action == "reclaim" and e.by):
             taken = _replay(run, cy, alloc, by)
@@ -275,7 +275,7 @@ def test_reclaim_respects_fair_shares(case: Case) -> None:
 def _before_evictions(run: Run, cy: Cycle, rows: dict[str, Any]) -> dict[str, int]:
     """Each queue's GPUs before reclaim: the cycle's end, with reclaim, preempt and stale-gang undone."""
     d = cy.decisions
-    alloc = {name: milli(row["allocatedAfter"]["gpu"]) for name, row in rows.items()}
+    alloc = {name: milli(row.allocated_final["gpu"]) for name, row in rows.items()}
     for e in d.evictions:
         if e.action in ("reclaim", "preempt", "stale-gang"):
             for q in path(run, cy.job_queue[e.job]):

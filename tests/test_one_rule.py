@@ -1,5 +1,6 @@
 """Rules that had copies, now written once: what a bind or a pipelined reservation leaves on a pod (the daemon's
-assumed writes and the simulator apply the same), label selectors, and a node's room for a pod shape."""
+assumed writes and the simulator apply the same), label selectors, a node's room for a pod shape, and the units
+of the usage history."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import copy
 import pytest
 
 from kaid.api import constants as c
-from kaid.cycle import Bind, Decisions
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import Bind, Decisions, run_cycle
+from kaid.fairshare import record_usage
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.daemon import Overlay
+from kaid.model.build import build_snapshot
 from kaid.model.nodes import read_node
 from kaid.model.objects import Budget, Pod
 from kaid.model.pods import read_pod
 from kaid.model.selectors import selector_matches
 from kaid.placement.predicates import room_for
 from kaid.sim.apply import bind_pod, pipeline_pod
-from tests.objects import node, pod
+from tests.objects import node, pod, queue
 
 NOW = 1_767_225_600.0
 
@@ -93,3 +97,17 @@ def test_room_for_a_pod_shape_is_the_scarcest_resource() -> None:
     busy = copy.copy(n)
     busy.used_pods, busy.used_cpu = 0, n.alloc_cpu + 1000  # overcommitted: no room, never negative
     assert room_for(busy, shape) == 0
+
+
+def test_usage_history_is_fed_in_the_engines_units() -> None:
+    """The daemon and the simulator both feed a cycle's allocations through ``record_usage`` (they had fed memory
+    in bytes and in megabytes): milli-GPU, millicores and bytes, what the snapshot's queue holds after the cycle."""
+    cfg = SchedulerConfig()
+    snap = build_snapshot([node("n0"), queue("q"), pod("p", gpus=2, cpu="3", memory="2Gi", queue="q")], cfg, NOW)
+    d = run_cycle(snap, cfg)
+    (row,) = [r for r in d.queues if r.name == "q"]
+    assert row.allocated_after == {"gpu": 2.0, "cpu": 3000, "memory": 2147}
+    usage: dict[str, list[float]] = {}
+    record_usage(usage, d.queues, 10.0, 3600.0)
+    assert usage["q"] == [2000 * 10.0, 3000 * 10.0, 2 * 2**30 * 10.0]
+    assert usage["q"] == [a * 10.0 for a in snap.queues["q"].allocated]

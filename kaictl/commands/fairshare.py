@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -11,13 +11,16 @@ from rich.tree import Tree
 
 from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Snapshot, read_config, read_objects
 from kaictl.output import check_format, console, emit_data, fmt_resource
-from kaid.fairshare import compute_fair_share, queue_rows
+from kaid.fairshare import QueueRow, compute_fair_share, queue_rows
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import RESOURCES
 
+# the columns, in order: the row's amounts shown per resource
+_COLUMNS = ("deserved", "fair_share", "allocated", "requested", "limit")
 
-def _state(row: dict[str, Any]) -> tuple[str, str]:
-    alloc, fair = row["allocated"]["gpu"], row["fairShare"]["gpu"]
+
+def _state(row: QueueRow) -> tuple[str, str]:
+    alloc, fair = row.allocated["gpu"], row.fair_share["gpu"]
     if alloc > fair + 1e-9:
         return "over", "cyan"
     if alloc + 1e-9 < fair:
@@ -41,31 +44,30 @@ def fairshare_command(
     compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0, k_value=cfg.kValue)
     rows = queue_rows(snap)
     if output in ("json", "yaml"):
-        emit_data({"queues": rows}, output)
+        emit_data({"queues": [r.to_dict() for r in rows]}, output)
         return
     out = console()
     resources = RESOURCES if output == "wide" else ("gpu",)
     if output == "tree":
-        by_parent: dict[str | None, list[dict[str, Any]]] = {}
+        by_parent: dict[str | None, list[QueueRow]] = {}
         for r in rows:
-            by_parent.setdefault(r["parent"], []).append(r)
+            by_parent.setdefault(r.parent, []).append(r)
         tree = Tree("[bold]queues[/bold] (gpu: deserved / fair share / allocated / requested / limit)")
 
         def add(node: Tree, parent: str | None) -> None:
             for r in by_parent.get(parent, []):
                 word, style = _state(r)
-                g = {k: fmt_resource(r[k]["gpu"], "gpu")
-                     for k in ("deserved", "fairShare", "allocated", "requested", "limit")}
-                label = (f"[bold]{r['name']}[/bold]  {g['deserved']} / {g['fairShare']} / [{style}]{g['allocated']}[/] "
+                g = {k: fmt_resource(getattr(r, k)["gpu"], "gpu") for k in _COLUMNS}
+                label = (f"[bold]{r.name}[/bold]  {g['deserved']} / {g['fair_share']} / [{style}]{g['allocated']}[/] "
                          f"/ {g['requested']} / {g['limit']}  [{style}]{word} share[/]")
-                if r.get("errors"):
-                    label += f"  [red]{r['errors'][0]}[/red]"
-                add(node.add(label), r["name"])
+                if r.errors:
+                    label += f"  [red]{r.errors[0]}[/red]"
+                add(node.add(label), r.name)
 
         add(tree, None)
         for r in rows:  # queues whose parent is missing hang off the root with their error
-            if r["parent"] is not None and r["parent"] not in {x["name"] for x in rows}:
-                tree.add(f"[red]{r['name']}[/red] (parent {r['parent']} missing)")
+            if r.parent is not None and r.parent not in {x.name for x in rows}:
+                tree.add(f"[red]{r.name}[/red] (parent {r.parent} missing)")
         out.print(tree)
         return
     table = Table(header_style="bold")
@@ -76,17 +78,16 @@ def fairshare_command(
     table.add_column("STATE")
     for r in rows:
         word, style = _state(r)
-        cells = ["  " * _depth(r, rows) + r["name"]]
+        cells = ["  " * _depth(r, rows) + r.name]
         for res in resources:
-            cells += [fmt_resource(r[k][res], res)
-                      for k in ("deserved", "fairShare", "allocated", "requested", "limit")]
+            cells += [fmt_resource(getattr(r, k)[res], res) for k in _COLUMNS]
         table.add_row(*cells, f"[{style}]{word}[/]")
     out.print(table)
 
 
-def _depth(row: dict[str, Any], rows: list[dict[str, Any]]) -> int:
-    parents = {r["name"]: r["parent"] for r in rows}
-    d, p = 0, row["parent"]
+def _depth(row: QueueRow, rows: list[QueueRow]) -> int:
+    parents = {r.name: r.parent for r in rows}
+    d, p = 0, row.parent
     while p is not None and d < 64:
         d, p = d + 1, parents.get(p)
     return d

@@ -29,7 +29,7 @@ from kaictl.output import check_format, console, emit_data, err_console, fail, f
 from kaid.api import constants as c
 from kaid.api.crds import QueueSpec, validation_message
 from kaid.cycle import run_cycle
-from kaid.fairshare import queue_rows
+from kaid.fairshare import QueueRow, queue_rows
 from kaid.model.build import build_snapshot
 from kaid.model.queues import SPEC_SCALE
 from kaid.model.vocabulary import RESOURCES, Resource
@@ -292,7 +292,7 @@ def delete(
 
 
 def _rows(snapshot: Path | None, kubeconfig: Path | None, context: str | None,
-          config: Path | None) -> tuple[list[Obj], Any, Any]:
+          config: Path | None) -> tuple[list[QueueRow], Any, Any]:
     cfg = read_config(config)
     objs = read_objects(snapshot, None, kubeconfig, context, live=True)
     snap = build_snapshot(objs, cfg, time.time())
@@ -314,7 +314,7 @@ def list_(
     rows, snap, _ = _rows(snapshot, kubeconfig, context, config)
     weights = {q.name: q.weight for q in snap.queues.values()}
     if output in ("json", "yaml"):
-        emit_data({"queues": [{**r, "overQuotaWeight": dict(zip(RESOURCES, weights[r["name"]], strict=True))}
+        emit_data({"queues": [{**r.to_dict(), "overQuotaWeight": dict(zip(RESOURCES, weights[r.name], strict=True))}
                               for r in rows]}, output)
         return
     resources = RESOURCES if output == "wide" else ("gpu",)
@@ -327,14 +327,13 @@ def list_(
     depth = {q.name: q.depth for q in snap.queues.values()}
     order = _tree_order(rows)
     for row in order:
-        q = snap.queues[row["name"]]
-        cells = ["  " * depth[row["name"]] + row["name"] + (" [red](invalid)[/red]" if q.errors else ""),
+        q = snap.queues[row.name]
+        cells = ["  " * depth[row.name] + row.name + (" [red](invalid)[/red]" if q.errors else ""),
                  str(q.priority)]
         for r in resources:
             ri = RESOURCES.index(r)
-            cells += [fmt_resource(_spec_quota(q, r), r), fmt_resource(row["limit"][r], r),
-                      f"{weights[row['name']][ri]:g}"]
-            cells += [fmt_resource(row[k][r], r) for k in ("fairShare", "allocated", "requested")]
+            cells += [fmt_resource(_spec_quota(q, r), r), fmt_resource(row.limit[r], r), f"{weights[row.name][ri]:g}"]
+            cells += [fmt_resource(amounts[r], r) for amounts in (row.fair_share, row.allocated, row.requested)]
         table.add_row(*cells)
     console().print(table)
 
@@ -346,20 +345,20 @@ def _spec_quota(q: Any, r: str) -> float:
     return -1.0 if v == -1 else v / SPEC_SCALE[res]
 
 
-def _tree_order(rows: list[Obj]) -> list[Obj]:
-    by_parent: dict[str | None, list[Obj]] = {}
+def _tree_order(rows: list[QueueRow]) -> list[QueueRow]:
+    by_parent: dict[str | None, list[QueueRow]] = {}
     for r in rows:
-        by_parent.setdefault(r["parent"], []).append(r)
-    out: list[Obj] = []
+        by_parent.setdefault(r.parent, []).append(r)
+    out: list[QueueRow] = []
 
     def walk(parent: str | None) -> None:
-        for r in sorted(by_parent.get(parent, []), key=lambda x: x["name"]):
+        for r in sorted(by_parent.get(parent, []), key=lambda x: x.name):
             out.append(r)
-            walk(r["name"])
+            walk(r.name)
 
     walk(None)
-    names = {r["name"] for r in out}
-    out += [r for r in rows if r["name"] not in names]
+    names = {r.name for r in out}
+    out += [r for r in rows if r.name not in names]
     return out
 
 
@@ -375,7 +374,7 @@ def describe(
     """A queue's settings and shares, and its jobs, running and pending, with the pending ones' reasons."""
     check_format(output)
     rows, snap, decisions = _rows(snapshot, kubeconfig, context, config)
-    row = next((r for r in rows if r["name"] == name), None)
+    row = next((r for r in rows if r.name == name), None)
     q = snap.queues.get(name)
     if row is None or q is None:
         fail(f"queue {name} does not exist (existing: {', '.join(sorted(snap.queues)) or 'none'})")
@@ -386,13 +385,13 @@ def describe(
         jobs.append({"podGroup": job.key, "priority": job.priority, "pods": len(job.pods), "running": running,
                      "state": "Pending" if pending else "Running",
                      "reasons": [{"reason": str(r.code), "message": r.message} for r in pending]})
-    data = {**row, "children": [ch.name for ch in q.children], "errors": [e.message for e in q.errors],
+    data = {**row.to_dict(), "children": [ch.name for ch in q.children], "errors": [e.message for e in q.errors],
             "jobs": jobs}
     if output in ("json", "yaml"):
         emit_data(data, output)
         return
     out = console()
-    out.print(f"[bold]Queue {name}[/bold]" + (f" (parent {row['parent']})" if row["parent"] else "")
+    out.print(f"[bold]Queue {name}[/bold]" + (f" (parent {row.parent})" if row.parent else "")
               + f", priority {q.priority}")
     for e in q.errors:
         out.print(f"[red]invalid:[/red] {e.message}")
@@ -400,9 +399,9 @@ def describe(
     t.add_column("")
     for r in RESOURCES:
         t.add_column(r.upper(), justify="right")
-    for label, key in (("deserved", "deserved"), ("fair share", "fairShare"), ("allocated", "allocated"),
-                       ("requested", "requested"), ("limit", "limit")):
-        t.add_row(label, *[fmt_resource(row[key][r], r) for r in RESOURCES])
+    for label, amounts in (("deserved", row.deserved), ("fair share", row.fair_share), ("allocated", row.allocated),
+                           ("requested", row.requested), ("limit", row.limit)):
+        t.add_row(label, *[fmt_resource(amounts[r], r) for r in RESOURCES])
     out.print(t)
     if q.children:
         tree = Tree("child queues")

@@ -49,8 +49,8 @@ def gather(objs: list[Obj], config: Path | None, now: float) -> Obj:
     total = sum(int(n["gpus"]) for n in nodes)
     used = sum(float(n["gpusUsed"]) for n in nodes)
     return {"time": now, "gpus": total, "gpusUsed": round(used, 3), "nodes": nodes,
-            "queues": [{"name": r["name"], "parent": r["parent"], "fairShare": r["fairShare"]["gpu"],
-                        "allocated": r["allocated"]["gpu"], "requested": r["requested"]["gpu"]}
+            "queues": [{"name": r.name, "parent": r.parent, "fairShare": r.fair_share["gpu"],
+                        "allocated": r.allocated["gpu"], "requested": r.requested["gpu"]}
                        for r in d.queues],
             "pending": pending, "evictions": evictions[-10:]}
 

@@ -9,8 +9,6 @@ moves away from its share of the siblings' recent usage by ``kValue``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kaid.fairshare.division import Share, divide
 from kaid.model.objects import CPU, GPU, MEM, UNLIMITED, Queue, Snapshot
 
@@ -62,33 +60,3 @@ def decay_usage(usage: list[float], allocated: list[int], dt: float, half_life: 
         return [0.0, 0.0, 0.0]
     f = 0.5 ** (dt / half_life)
     return [u * f + a * dt for u, a in zip(usage, allocated, strict=True)]
-
-
-def _units(v: list[int]) -> dict[str, Any]:
-    def g(x: int) -> float | int:
-        return -1 if x == UNLIMITED else round(x / 1000, 3)
-
-    def m(x: int) -> int:
-        return -1 if x == UNLIMITED else x // 1_000_000
-
-    return {"gpu": g(v[GPU]), "cpu": v[CPU], "memory": m(v[MEM])}
-
-
-def queue_rows(snap: Snapshot) -> list[dict[str, Any]]:
-    """The fair-share contract: one row per queue in user units (gpu devices, cpu millicores, memory MB)."""
-    rows = []
-    for q in sorted(snap.queues.values(), key=lambda q: (q.depth, q.name)):
-        lim = [q.effective_limit(r) for r in (GPU, CPU, MEM)]
-        rows.append({
-            "name": q.name,
-            "parent": q.parent.name if q.parent else None,
-            "priority": q.priority,
-            "deserved": _units(q.deserved),
-            "fairShare": _units(q.fair),
-            "allocated": _units(q.allocated),
-            "allocatedNonPreemptible": _units(q.alloc_np),
-            "requested": _units(q.requested),
-            "limit": _units(lim),
-            **({"errors": [e.message for e in q.errors]} if q.errors else {}),
-        })
-    return rows

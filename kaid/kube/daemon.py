@@ -25,7 +25,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
-from kaid.fairshare import decay_usage
+from kaid.fairshare import record_usage
 from kaid.kube.actuator import Actuator, ApplyResult
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
@@ -351,11 +351,7 @@ class Daemon:
         self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
                                                  "status": t4 - t3}, t4 - started)
         if self.cfg.usageHalfLifeSeconds > 0:
-            for row in decisions.queues:
-                a = row["allocatedAfter"]
-                self.usage[row["name"]] = decay_usage(self.usage.get(row["name"], [0.0, 0.0, 0.0]),
-                                                      [int(a["gpu"] * 1000), a["cpu"], a["memory"] * 1_000_000],
-                                                      self.cfg.cyclePeriodSeconds, self.cfg.usageHalfLifeSeconds)
+            record_usage(self.usage, decisions.queues, self.cfg.cyclePeriodSeconds, self.cfg.usageHalfLifeSeconds)
         self.cycles += 1
         if decisions.binds or decisions.evictions:
             log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,
@@ -465,11 +461,11 @@ class Daemon:
             if job is not None:
                 depth[job.queue] = depth.get(job.queue, 0) + 1
         for row in d.queues:
-            m.fair_share.labels(row["name"]).set(row["fairShare"]["gpu"])
-            m.fair_share_cpu.labels(row["name"]).set(row["fairShare"]["cpu"])
-            m.allocated.labels(row["name"]).set(row["allocatedAfter"]["gpu"])
-            m.requested.labels(row["name"]).set(row["requested"]["gpu"])
-            m.depth.labels(row["name"]).set(depth.get(row["name"], 0))
+            m.fair_share.labels(row.name).set(row.fair_share["gpu"])
+            m.fair_share_cpu.labels(row.name).set(row.fair_share["cpu"])
+            m.allocated.labels(row.name).set(row.allocated_final["gpu"])
+            m.requested.labels(row.name).set(row.requested["gpu"])
+            m.depth.labels(row.name).set(depth.get(row.name, 0))
 
 
 class _BindStream:

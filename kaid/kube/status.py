@@ -187,14 +187,15 @@ class StatusWriter:
 
     def write_queues(self, d: Decisions, snap: Snapshot) -> None:
         for row in d.queues:
-            q = snap.queues.get(row["name"])
+            q = snap.queues.get(row.name)
             if q is None:
                 continue
             conds = [{"type": "Valid", "status": "False" if q.errors else "True",
                       "reason": q.errors[0].code if q.errors else "Valid",
                       "message": q.errors[0].message if q.errors else "queue is valid"}]
-            status = {"allocated": row["allocatedAfter"], "allocatedNonPreemptible": row["allocatedNonPreemptible"],
-                      "requested": row["requested"], "fairShare": row["fairShare"], "deserved": row["deserved"],
+            status = {"allocated": row.allocated_final,
+                      "allocatedNonPreemptible": row.allocated_non_preemptible, "requested": row.requested,
+                      "fairShare": row.fair_share, "deserved": row.deserved,
                       "childQueues": [ch.name for ch in q.children], "conditions": conds}
             self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues/{quote(q.name)}/status",
                                f"Queue/{q.name}", status)

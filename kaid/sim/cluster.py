@@ -14,7 +14,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.meta import format_time
 from kaid.cycle import Decisions, run_cycle
-from kaid.fairshare import decay_usage
+from kaid.fairshare import record_usage
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import GPU
 from kaid.sim.apply import bind_pod, mark_stale, pipeline_pod, reset_pod
@@ -249,12 +249,12 @@ class _Simulation:
             mark_stale(self.objs, decisions.stale, decisions.stale_pods)
         self.result.binds += len(decisions.binds)
         self.dirty = bool(decisions.binds or decisions.evictions or decisions.pipelined)
-        self.last_q = {row["name"]: (float(row["allocatedAfter"]["gpu"]), float(row["fairShare"]["gpu"]))
+        self.last_q = {row.name: (float(row.allocated_final["gpu"]), float(row.fair_share["gpu"]))
                        for row in decisions.queues}
         self.last_alloc = sum(v[0] for k, v in self.last_q.items() if k in self.result.leaves)
         self.pending_jobs = len(decisions.pending)
         if cfg.usageHalfLifeSeconds > 0:
-            self._decay_usage(decisions)
+            record_usage(self.usage, decisions.queues, self.cycle_s, cfg.usageHalfLifeSeconds)
 
     def _bind(self, decisions: Decisions, t: float) -> None:
         """Bound pods run at once; a job runs once minMember of its pods do, and ends after its duration."""
@@ -286,13 +286,6 @@ class _Simulation:
             if run.start is not None and run.bound < run.spec.min_member:
                 run.start = run.end = None  # the job lost its progress and starts over
                 run.restarts += 1
-
-    def _decay_usage(self, decisions: Decisions) -> None:
-        for row in decisions.queues:
-            a = row["allocatedAfter"]
-            self.usage[row["name"]] = decay_usage(self.usage.get(row["name"], [0.0, 0.0, 0.0]),
-                                                  [int(a["gpu"] * 1000), a["cpu"], a["memory"]], self.cycle_s,
-                                                  self.cfg.usageHalfLifeSeconds)
 
     def sample(self, t: float) -> None:
         self.result.samples.append(Sample(t, self.last_alloc, self.pending_jobs, dict(self.last_q)))

@@ -83,7 +83,7 @@ def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: 
             continue
         result.pending.append({"namespace": job.namespace, "podGroup": job.name, "queue": job.queue,
                                "reasons": [r.to_dict() for r in reasons]})
-    result.queues = decisions.queues
+    result.queues = [row.to_dict() for row in decisions.queues]
     result.problems = [p.to_dict() for p in final.problems]
     return result
 
