@@ -35,6 +35,8 @@ ACTIONS: tuple[tuple[Action, Callable[[Session], None]], ...] = (
 
 @dataclass(slots=True)
 class Bind:
+    """A pod to bind to a node (or, in ``Decisions.pipelined``, reserved there until its victims are gone)."""
+
     pod: str  # namespace/name
     node: str
     job: str
@@ -54,6 +56,8 @@ class Bind:
 
 @dataclass(slots=True)
 class Eviction:
+    """A pod to evict, the action that chose it and the job it was evicted for (``by``)."""
+
     pod: str
     node: str
     job: str
@@ -64,6 +68,8 @@ class Eviction:
 
 @dataclass
 class Decisions:
+    """A cycle's outcome as plain data: what the daemon applies, kaictl prints and the simulator plays out."""
+
     binds: list[Bind] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
     pipelined: list[Bind] = field(default_factory=list)

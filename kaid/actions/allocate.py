@@ -19,6 +19,8 @@ Failures = dict[tuple[object, ...], tuple[int, list[Reason]]]
 
 
 def allocate(session: Session) -> None:
+    """The allocate action: pending jobs in KAI's order, each placed whole (its gang) on free resources, or
+    pipelined onto what releasing pods hold, or left with the reasons it waits (``session.reasons``)."""
     order = job_order(session, [j for j in session.snap.jobs.values() if _waiting(session, j)])
     failed: Failures = {}
     while (job := order.pop()) is not None:

@@ -17,6 +17,9 @@ from kaid.model.objects import Job, Reason
 
 @dataclass
 class ConsolidateRules:
+    """Consolidate's ``Rules``: for a pending preemptible job, running pods on the nodes it lands on are moved,
+    and only when every moved pod is placed again; at most ``cap`` moves a cycle."""
+
     cap: int  # pods moved per cycle at most
     moves_left: int = 0
     action: str = Action.CONSOLIDATE
@@ -60,4 +63,5 @@ def _enough_gpus(session: Session, att: Attempt) -> bool:
 
 
 def consolidate(session: Session) -> None:
+    """The consolidate action: running preemptible pods moved so that pending jobs fit (``ConsolidateRules``)."""
     evict_for_pending(session, ConsolidateRules(session.cfg.maxConsolidationMoves))

@@ -17,6 +17,8 @@ from kaid.model.vocabulary import ReasonCode
 
 @dataclass
 class PreemptRules:
+    """Preempt's ``Rules``: victims from the job's own queue, preemptible and of lower priority."""
+
     action: str = Action.PREEMPT
     solver: bool = True
     split_by_node: bool = False
@@ -68,4 +70,6 @@ class PreemptRules:
 
 
 def preempt(session: Session) -> None:
+    """The preempt action: inside a queue, a pending job evicts strictly lower-priority preemptible work
+    (``PreemptRules``)."""
     evict_for_pending(session, PreemptRules())

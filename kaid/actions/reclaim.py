@@ -19,6 +19,8 @@ from kaid.model.vocabulary import PodStatus, ReasonCode
 
 @dataclass
 class ReclaimRules:
+    """Reclaim's ``Rules``: victims from other queues, by KAI's reclaimable rules (``reclaimable``)."""
+
     action: str = Action.RECLAIM
     solver: bool = True
     split_by_node: bool = False
@@ -115,4 +117,6 @@ def _held(unit: Unit) -> tuple[int, int, int]:
 
 
 def reclaim(session: Session) -> None:
+    """The reclaim action: a queue below its fair share takes resources back from queues above theirs
+    (``ReclaimRules``)."""
     evict_for_pending(session, ReclaimRules())

@@ -45,6 +45,7 @@ class Outcome:
 
 
 def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
+    """An eviction action's try for ``batch`` of ``job``'s pods, with what they request."""
     return Attempt(action, job, session.snap.queues[job.queue], batch,
                    job_request(batch, small_ref_node(session.snap)))
 
@@ -61,6 +62,7 @@ def held_by(job: Job) -> Vec:
 
 
 def job_order(session: Session, jobs: list[Job], victims: bool = False) -> ByQueue:
+    """``jobs`` in KAI's order of queues and jobs (``victims``: the order victims are taken in)."""
     order = ByQueue(session.snap.queues, session.total, request_of(session), held_by, victims)
     order.push_all(jobs)
     return order

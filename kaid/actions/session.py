@@ -21,6 +21,8 @@ STUCK_RELEASING_SECONDS = 120.0
 
 @dataclass
 class AllocateStats:
+    """What allocate did, for the benchmarks and the daemon's metrics."""
+
     gangs_cpsat: int = 0  # gangs placed by the solver
     gangs_improved: int = 0  # gangs placed better than the greedy plan (solver or single-node bound)
     solves: int = 0
@@ -46,12 +48,16 @@ class VictimStats:
 
 @dataclass
 class EvictionStats:
+    """The eviction actions' decisions, for the benchmarks."""
+
     decisions: list[VictimStats] = field(default_factory=list)
     solver_s: float = 0.0
 
 
 @dataclass(slots=True)
 class Op:
+    """One tentative operation on a pod, with what it replaced (``prev_*``) so that a rollback restores it."""
+
     kind: OpKind
     pod: Pod
     node: Node
@@ -66,6 +72,12 @@ class Op:
 
 @dataclass
 class Session:
+    """What every action works on (``action(session)``): the snapshot, a ``NodeIndex`` over its nodes, the config,
+    and the tentative operations. An action takes a ``checkpoint``, places, pipelines and evicts through the
+    methods below, and keeps the operations or ``rollback``s to the checkpoint, which restores the nodes'
+    accounting, the queues' charges and the pods exactly. The reasons and statistics it leaves become the
+    cycle's decisions."""
+
     snap: Snapshot
     index: NodeIndex
     cfg: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -87,6 +99,7 @@ class Session:
         return (cap[GPU], cap[CPU], cap[MEM])
 
     def committed(self, checkpoint: int) -> None:
+        """A job's operations since ``checkpoint`` stand: hand its allocations to ``on_commit``."""
         if self.on_commit is not None:
             self.on_commit([op for op in self.ops[checkpoint:] if op.kind == OpKind.ALLOCATE])
 
@@ -96,6 +109,7 @@ class Session:
             charge(q, pod_vector(pod, node), not pod.job.preemptible, sign)
 
     def checkpoint(self) -> int:
+        """A point to ``rollback`` or ``undo`` to."""
         return len(self.ops)
 
     def _place(self, kind: OpKind, status: str, pod: Pod, node: Node, devices: Devices, action: str,
@@ -112,6 +126,7 @@ class Session:
         self.ops.append(op)
 
     def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = Action.ALLOCATE) -> None:
+        """Place a pending pod on free resources of ``node`` (``devices``: the GPUs it gets); bound by the cycle."""
         self._place(OpKind.ALLOCATE, PodStatus.ALLOCATED, pod, node, devices, action, None)
 
     def pipeline(self, pod: Pod, node: Node, devices: Devices, action: str, by: str | None) -> None:
@@ -188,6 +203,7 @@ class Session:
                 raise AssertionError(f"{op.pod.key} cannot be put back where it was again")
 
     def rollback(self, checkpoint: int) -> None:
+        """Undo every operation since ``checkpoint``, newest first."""
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
             if op.kind in (OpKind.ALLOCATE, OpKind.PIPELINE, OpKind.RESTORE):
