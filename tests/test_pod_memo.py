@@ -13,7 +13,6 @@ import yaml
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.kube.podmemo import PodMemo
-from kaid.model import pods as model_pods
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Pod
 from tests.objects import pod
@@ -31,21 +30,6 @@ def outcome(d: Decisions) -> Any:
 
 def state(p: Pod) -> tuple[Any, ...]:
     return tuple(getattr(p, name) for name in Pod.__slots__ if name != "job")
-
-
-READ_POD = model_pods.read_pod
-
-
-def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the pods ``model_pods.read_pod`` reads from now on (it still reads them)."""
-    reads: list[str] = []
-
-    def counting_read(obj: dict[str, Any], problems: list[Any]) -> Pod:
-        reads.append(obj["metadata"]["name"])
-        return READ_POD(obj, problems)
-
-    monkeypatch.setattr(model_pods, "read_pod", counting_read)
-    return reads
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -88,42 +72,3 @@ def test_a_pod_copy_has_every_field() -> None:
     assert clone is not original
     for name in Pod.__slots__:
         assert getattr(clone, name) is getattr(original, name), name
-
-
-@pytest.mark.parametrize("path", SCENARIOS[:6], ids=[p.stem for p in SCENARIOS[:6]])
-def test_pods_read_ahead_decide_like_reading_fresh(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """kaid reads the pods of its first list as they arrive (``preread``): the first snapshot copies them, reads
-    none again, and decides as one that reads them itself; a changed object is still read again."""
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    objects = [d for d in docs[1:] if isinstance(d, dict)]
-    cfg = SchedulerConfig.model_validate(docs[0].get("config") or {})
-    fresh = run_cycle(build_snapshot(objects, cfg, NOW), cfg)
-    memo = PodMemo()
-    for obj in objects:
-        memo.preread(obj)  # every object of a list goes by; only pods are kept
-    pods = [o for o in objects if o.get("kind") == "Pod"]
-    assert len(memo.last) == len(pods)
-    reads = count_reads(monkeypatch)
-    ahead = run_cycle(build_snapshot(objects, cfg, NOW, pod_reader=memo.read), cfg)
-    assert reads == [] and outcome(ahead) == outcome(fresh)
-    memo.next_cycle()
-    if pods:
-        changed = copy.deepcopy(pods[0])
-        build_snapshot([o for o in objects if o is not pods[0]] + [changed], cfg, NOW, pod_reader=memo.read)
-        assert reads == [changed["metadata"]["name"]]
-
-
-def test_peek_copies_pods_read_ahead_and_remembers_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The early first cycle's snapshot (``peek``) copies what the list's thread read ahead, reads the rest, and
-    leaves the memo as it was for the first full snapshot."""
-    a, b = pod("a", gpus=1), pod("b", gpus=2)
-    memo = PodMemo()
-    memo.preread(a)
-    before = dict(memo.last)
-    reads = count_reads(monkeypatch)
-    got = memo.peek(a, [])
-    assert reads == [] and got is not next(iter(memo.last.values()))[1], "a copy of the pod read ahead"
-    assert state(got) == state(READ_POD(a, []))
-    assert state(memo.peek(b, [])) == state(READ_POD(b, [])) and reads == ["b"]
-    assert memo.last == before and memo.seen == {}, "peek remembers nothing"
-    assert state(memo.peek(copy.deepcopy(a), [])) == state(got) and reads == ["b", "a"], "another dict is read"

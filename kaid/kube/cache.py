@@ -78,7 +78,6 @@ class Informer:
             self.present.set()
         self.rv = ""
         self.relists = 0
-        self.first_item: Callable[[Obj], None] | None = None  # sees each item of the first list
         self.arrival: Callable[[Obj], None] | None = None  # the start's look at them (may hold the list)
         self.arrived: list[Obj] = []  # the items of the first list so far, while it lasts (see startup.early_view)
         self.listeners: list[Callable[[Obj], None]] = []  # see each object a watch event adds or changes
@@ -102,8 +101,6 @@ class Informer:
                 self.arrived.append(obj)
                 if self.arrival is not None:
                     self.arrival(obj)
-                if self.first_item is not None:
-                    self.first_item(obj)
 
         data = self.client.list(self.res.path, add)  # items decoded while the server still sends the rest
         with self.lock:
@@ -218,12 +215,6 @@ class WatchCache:
             self.discovery.start()
         else:
             self.discovered.set()
-
-    def on_first_list(self, first_item: Callable[[Obj], None]) -> None:
-        """``first_item`` sees each object of the first lists still arriving, in their threads, as soon as it is
-        decoded: the daemon reads its pods there while the server still sends the rest, not after."""
-        for inf in self.informers:
-            inf.first_item = first_item
 
     def _discover(self) -> None:
         while not self.stop.is_set():

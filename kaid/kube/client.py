@@ -36,18 +36,13 @@ class ApiError(Exception):
 
 
 class RateLimiter:
-    """Token bucket: ``qps`` tokens per second, at most ``burst`` saved. Until ``configure`` it remembers when
-    each token was taken (``kaid run`` sends its lists before it has read its config), so that the config's
-    limits apply as if they had been set from the start."""
-
-    REMEMBER = 1000  # takes remembered at most before configure (then it falls back to counting them)
+    """Token bucket: ``qps`` tokens per second, at most ``burst`` saved."""
 
     def __init__(self, qps: float, burst: int) -> None:
         self.qps = qps
         self.burst = burst
         self.tokens = float(burst)
-        self.created = self.last = time.monotonic()
-        self.taken: list[float] | None = []
+        self.last = time.monotonic()
         self.lock = threading.Lock()
 
     def take(self) -> None:
@@ -58,32 +53,19 @@ class RateLimiter:
                 self.last = now
                 if self.tokens >= 1 - 1e-9:  # (a refill of exactly one token may round below it)
                     self.tokens -= 1
-                    if self.taken is not None:
-                        self.taken.append(now)
-                        if len(self.taken) > self.REMEMBER:
-                            self.taken = None
                     return
                 wait = (1 - self.tokens) / self.qps
             time.sleep(wait)
 
     def configure(self, qps: float, burst: int) -> None:
-        """New limits, as if they had been set from the start: the bucket they would have now, full at the
-        start, drawn by the tokens taken since at the times they were taken, refilled at the new rate (a
-        debt the new limits would have made requests wait for is forgiven, as taken at the old rate)."""
+        """New limits (``kaid run`` sends its lists before it has read its config): what was taken so far counts
+        against the new burst."""
         with self.lock:
             now = time.monotonic()
-            if self.taken is not None:
-                tokens, last = float(burst), self.created
-                for t in self.taken:
-                    tokens = min(float(burst), tokens + (t - last) * qps) - 1
-                    last = t
-                tokens = min(float(burst), tokens + (now - last) * qps)
-            else:  # too many to replay: count them against the new burst
-                tokens = min(self.burst, self.tokens + (now - self.last) * self.qps) + burst - self.burst
+            tokens = min(self.burst, self.tokens + (now - self.last) * self.qps) + burst - self.burst
             self.tokens = max(0.0, min(float(burst), tokens))
             self.last = now
             self.qps, self.burst = qps, burst
-            self.taken = None
 
 
 class KubeClient:

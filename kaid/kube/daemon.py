@@ -132,8 +132,6 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = cache or StartingCache(client, early=cfg.earlyFirstCycle and enabled("early-cycle"))
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
-        if enabled("preread") and not self.cache.synced:  # pods of the first list are read as they come
-            self.cache.on_first_list(self.pod_memo.preread)
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
         self.shared: SharedBinder | None = None
         if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
@@ -273,7 +271,7 @@ class Daemon:
         objs = view.objects
         if self.cfg.createPodGroups:
             objs = objs + podgroups_to_create(objs, self.cfg)  # from memory; the next cycle writes them
-        snap = build_snapshot(objs, self.cfg, time.time(), None, wait_for_owners=True, pod_reader=self.pod_memo.peek)
+        snap = build_snapshot(objs, self.cfg, time.time(), None, wait_for_owners=True)
         self._hold(snap, time.time())
         t1 = time.monotonic()
         stream = _BindStream(self, "early cycle", started)

@@ -39,19 +39,3 @@ class PodMemo:
 
     def next_cycle(self) -> None:
         self.last, self.seen = self.seen, {}
-
-    def peek(self, obj: Obj, problems: list[Reason]) -> Pod:
-        """A ``pod_reader`` that uses what was read ahead and remembers nothing: for a snapshot taken while the
-        first list still arrives (``preread`` may run meanwhile), before the first ``read``."""
-        hit = self.last.get(store_key(obj))
-        if hit is None or hit[0] is not obj or hit[1] is None:
-            return pods.read_pod(obj, problems)
-        problems.extend(hit[2])
-        return hit[1].copy()
-
-    def preread(self, obj: Obj) -> None:
-        """Read a pod ahead of the first snapshot (as a list arrives), which then copies it. Not for use during
-        a snapshot: it writes to what ``read`` looks in."""
-        if obj.get("kind") == "Pod":
-            problems: list[Reason] = []
-            self.last[store_key(obj)] = (obj, pods.read_pod(obj, problems), problems)

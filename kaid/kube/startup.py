@@ -2,7 +2,7 @@
 here, with what it saves. A scheduler's start is on the path of every pod waiting for it (after an upgrade, a
 failover, a crash), so kaid binds its first pods about as soon as kube-scheduler does on the same backlog.
 
-The sequence: ``kaid run`` reads its options without a CLI library (``parse_run_args``), sends its list
+The sequence: ``kaid run`` parses its options with argparse, not typer (``parse_run_args``), sends its list
 requests (``run_daemon``) and loads the config and the engine while the API server encodes them; the pod list
 is held once enough pending pods are in (``StartingCache``), so that an early cycle can bind those on a
 complete picture of the nodes (``early_view``) while the rest of the list waits; the cyclic garbage collector
@@ -19,18 +19,15 @@ sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads af
                                                   thread taking turns
     early-cycle     StartingCache.early_view,     first bind 0.61 -> 0.425 s (12 pairs)          32223ff
                     Daemon.early_cycle
-    preread         PodMemo.preread, peek         level: 0.93 against 0.95 s (16 pairs)          59535df
     (none)          warm_up_solver                the solver's 0.4 s of CPU kept out of the      e50e526
                                                   first list and snapshot
-    (none)          client.RateLimiter.configure  binding rate 104.9 -> 105.2 pods/s (whole     0318618
-                                                  runs: 11 tokens more at the first binds)
 
 "Measured" is ``python -m benchmarks.bench_kube --starts N --startup-off TRICK,...``: start to first bind on
 4,000 pending one-GPU pods, 500 nodes, starts with and without the trick interleaved; the JSON of each run is
 in ``benchmarks/results/``. ``KAID_STARTUP_OFF=trick,...`` in kaid's environment turns tricks off for such a
-measurement; nothing else should set it. The rate limiter that replays the tokens taken before the config
-was read (``kaid.kube.client.RateLimiter.configure``) is part of the start too, but shows in the binding rate
-of a whole run, not here.
+measurement; nothing else should set it. Dropped as inside run-to-run noise: reading the first list's pods
+as they arrive (level, 0.93 against 0.95 s over 16 pairs, 59535df) and replaying the rate limiter's tokens
+taken before the config was read (binding rate 104.9 against 105.2 pods/s, 0318618).
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ from kaid.model.vocabulary import FINISHED_PHASES
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.startup")
-TRICKS = ("argv", "lists-first", "gc", "hold", "early-cycle", "preread")
+TRICKS = ("argv", "lists-first", "gc", "hold", "early-cycle")
 
 
 def enabled(trick: str) -> bool:
