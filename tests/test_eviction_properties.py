@@ -458,7 +458,7 @@ def _spread_over(total: int, queues: int, draw: st.DrawFn) -> list[tuple[str, in
 def test_a_queue_below_its_deserved_quota_gets_its_victims(case: tuple[list[Obj], list[Obj], str]) -> None:
     """A queue below its deserved quota, with a pending gang that fits inside that quota, gets the GPUs back from
     queues above theirs within two cycles: a deserved share is a promise (KAI: reclaim_test.go "1 train job
-    running for queue0, 1 train job pending for queue1 - reclaim" and DESIGN section 3)."""
+    running for queue0, 1 train job pending for queue1 - reclaim"; docs/compatibility.md, "Reclaim")."""
     objs, late, claim = case
     cfg = SchedulerConfig()
     world = start(objs, cfg, spread=False) + copy.deepcopy(late)
