@@ -44,9 +44,10 @@ def test_relative_files_and_token_file(tmp_path: Path) -> None:
 
 
 def test_plugins_and_errors(tmp_path: Path) -> None:
-    p = write(tmp_path, {"exec": {"command": "aws"}})
-    with pytest.raises(NeedsPlugin):
-        from_kubeconfig(str(p), None)
+    p = write(tmp_path, {"exec": {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}})
+    assert from_kubeconfig(str(p), None).exec == {"command": "aws", "apiVersion": "client.authentication.k8s.io/v1"}
+    with pytest.raises(NeedsPlugin):  # legacy auth providers: the kubernetes package's loader
+        from_kubeconfig(str(write(tmp_path, {"auth-provider": {"name": "oidc"}})), None)
     with pytest.raises(ValueError, match="no context named 'nope'"):
         from_kubeconfig(str(p), "nope")
     with pytest.raises(ValueError, match="cannot load kubeconfig"):

@@ -8,11 +8,14 @@ goes through one token bucket (client QPS and burst).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
+import logging
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -20,7 +23,10 @@ import orjson
 import urllib3
 from urllib3.util.ssl_ import create_urllib3_context
 
+from kaid.kube.auth import Auth, AuthError
+
 Obj = dict[str, Any]
+log = logging.getLogger("kaid.kube.client")
 
 
 class ApiError(Exception):
@@ -71,19 +77,52 @@ class RateLimiter:
 class KubeClient:
     def __init__(self, host: str, *, ca_file: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, token: str | None = None, verify: bool = True,
-                 qps: float = 50.0, burst: int = 100) -> None:
+                 qps: float = 50.0, burst: int = 100, auth: Auth | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host.rstrip("/")
-        self.token = token
-        self.http = urllib3.PoolManager(maxsize=32, retries=False, cert_reqs="CERT_REQUIRED" if verify else "CERT_NONE",
-                                        ssl_context=_tls_context(ca_file, cert_file, key_file, verify))
-        self.limiter = RateLimiter(qps, burst)
+        self.auth = auth if auth is not None else Auth(token)
         self._ca, self._cert, self._key, self._verify = ca_file, cert_file, key_file, verify
+        self._ssl = ssl_context
+        self._ca_pem: bytes | None = None  # kept for an exec plugin's new client certificates (the file may be gone)
+        if ca_file and verify:
+            with contextlib.suppress(OSError):  # (unreadable: _tls_context says so)
+                self._ca_pem = Path(ca_file).read_bytes()
+        self._tls_generation = -1
+        self._tls_lock = threading.Lock()
+        self.http: urllib3.PoolManager = self._pool()
+        self.limiter = RateLimiter(qps, burst)
+
+    def _pool(self) -> urllib3.PoolManager:
+        """Connections with the current TLS context: made from the kubeconfig's files once, and again when an
+        exec plugin hands out a new client certificate (``Auth.tls``)."""
+        pem = self.auth.tls()
+        self._tls_generation = self.auth.generation
+        if pem is not None:
+            self._ssl = _tls_context_pem(self._ca_pem, self._ca, pem, self._verify)
+        elif self._ssl is None:
+            self._ssl = _tls_context(self._ca, self._cert, self._key, self._verify)
+        return urllib3.PoolManager(maxsize=32, retries=False, ssl_context=self._ssl,
+                                   cert_reqs="CERT_REQUIRED" if self._verify else "CERT_NONE")
+
+    def _connections(self) -> urllib3.PoolManager:
+        if self.auth.generation != self._tls_generation:
+            with self._tls_lock:
+                if self.auth.generation != self._tls_generation:
+                    old, self.http = self.http, self._pool()
+                    old.clear()
+        return self.http
 
     def with_limits(self, qps: float, burst: int) -> KubeClient:
-        """The same identity with its own connection pool and rate limit (for status and events, so they
-        never hold up binds)."""
-        return KubeClient(self.host, ca_file=self._ca, cert_file=self._cert, key_file=self._key, token=self.token,
-                          verify=self._verify, qps=qps, burst=burst)
+        """The same identity (and credentials, reloaded together) with its own connection pool and rate limit (for
+        status and events, so they never hold up binds)."""
+        twin = KubeClient(self.host, ca_file=None, cert_file=self._cert, key_file=self._key, verify=self._verify,
+                          qps=qps, burst=burst, auth=self.auth, ssl_context=self._ssl)
+        twin._ca, twin._ca_pem = self._ca, self._ca_pem
+        return twin
+
+    def close(self) -> None:
+        """Close the connections (temporary key and certificate files were removed once loaded)."""
+        self.http.clear()
 
     @classmethod
     def from_config(cls, kubeconfig: str | None = None, context: str | None = None, qps: float = 50.0,
@@ -102,12 +141,15 @@ class KubeClient:
                 creds = in_cluster()
             except (FileNotFoundError, OSError):
                 raise ValueError(f"{err} and not running in a cluster: pass --kubeconfig") from None
-        return cls(creds.host, ca_file=creds.ca_file, cert_file=creds.cert_file, key_file=creds.key_file,
-                   token=creds.token, verify=creds.verify, qps=qps, burst=burst)
+        try:  # the TLS context loads the files once: temporary ones go at once
+            return cls(creds.host, ca_file=creds.ca_file, cert_file=creds.cert_file, key_file=creds.key_file,
+                       verify=creds.verify, qps=qps, burst=burst, auth=creds.auth())
+        finally:
+            creds.remove_temp_files()
 
     @classmethod
     def _with_plugins(cls, kubeconfig: str | None, context: str | None, qps: float, burst: int) -> KubeClient:
-        """Exec and auth-provider plugins: the kubernetes package knows how to run them."""
+        """Legacy auth-provider plugins: the kubernetes package knows how to run them (its token is not renewed)."""
         from kubernetes import client as kclient
         from kubernetes import config as kconfig
 
@@ -119,22 +161,49 @@ class KubeClient:
         return cls(cfg.host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file, token=token,
                    verify=cfg.verify_ssl, qps=qps, burst=burst)
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
+    def _headers(self, content_type: str | None, token: str | None) -> dict[str, str]:
         h = {"Accept": "application/json", "User-Agent": "kaid/0.1"}
         if content_type:
             h["Content-Type"] = content_type
-        if self.token:
-            h["Authorization"] = f"Bearer {self.token}"
+        if token:
+            h["Authorization"] = f"Bearer {token}"
         return h
+
+    def _send(self, method: str, url: str, *, body: bytes | None = None, content_type: str | None = None,
+              stream: bool = False, timeout: urllib3.Timeout) -> Any:
+        """One request with the current credentials; after a 401, fresh credentials (a token file read again, an
+        exec plugin run again) and, when they differ, the request once more."""
+        for attempt in (0, 1):
+            self.limiter.take()
+            try:
+                token = self.auth.token()
+                pool = self._connections()
+            except AuthError as err:  # an exec plugin that fails now: this request cannot be authenticated
+                raise ApiError(401, "Unauthorized", {"message": str(err)}) from None
+            resp = pool.request(method, url, body=body, headers=self._headers(content_type, token),
+                                preload_content=not stream, timeout=timeout)
+            if resp.status != 401 or attempt == 1:
+                return resp
+            try:
+                fresh = self.auth.refresh(token)
+            except AuthError as err:
+                log.warning("%s %s: 401 Unauthorized, and no fresh credentials: %s", method, url.split("?", 1)[0], err)
+                return resp
+            if not fresh:
+                return resp
+            log.info("%s %s: 401 Unauthorized; sent again with fresh credentials", method, url.split("?", 1)[0])
+            if stream:
+                resp.drain_conn()
+                resp.release_conn()
+        raise AssertionError("unreachable")
 
     def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
                 content_type: str | None = None, timeout: float = 30.0) -> Obj:
-        self.limiter.take()
         url = self.host + path + (("?" + urlencode(params)) if params else "")
         data = None if body is None else json.dumps(body).encode()
         ctype = content_type or ("application/json" if body is not None else None)
-        resp = self.http.request(method, url, body=data, headers=self._headers(ctype),
-                                 timeout=urllib3.Timeout(connect=10.0, read=timeout))
+        resp = self._send(method, url, body=data, content_type=ctype, timeout=urllib3.Timeout(connect=10.0,
+                                                                                              read=timeout))
         payload: Obj = {}
         if resp.data:
             try:
@@ -165,10 +234,8 @@ class KubeClient:
         """GET a collection, handing each item to ``on_item`` as soon as its bytes have arrived (so the
         decoding overlaps the server's streaming of the rest); returns the list without ``items``. Items come
         without ``metadata.managedFields`` (see ``without_managed_fields``)."""
-        self.limiter.take()
         url = self.host + path + (("?" + urlencode(params)) if params else "")
-        resp = self.http.request("GET", url, headers=self._headers(None), preload_content=False,
-                                 timeout=urllib3.Timeout(connect=10.0, read=timeout))
+        resp = self._send("GET", url, stream=True, timeout=urllib3.Timeout(connect=10.0, read=timeout))
         try:
             if resp.status >= 400:
                 raise _error(resp)
@@ -191,12 +258,10 @@ class KubeClient:
     def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
         """Events of a watch from ``resource_version``; ends when the server closes the stream. Objects come
         without ``metadata.managedFields``, as a list's items do."""
-        self.limiter.take()
         params = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
         url = self.host + path + "?" + urlencode(params)
-        resp = self.http.request("GET", url, headers=self._headers(None), preload_content=False,
-                                 timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30))
+        resp = self._send("GET", url, stream=True, timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30))
         try:
             if resp.status >= 400:
                 raise _error(resp)
@@ -231,6 +296,22 @@ def _tls_context(ca_file: str | None, cert_file: str | None, key_file: str | Non
         raise ValueError(f"cannot load the TLS files of the kubeconfig ({files}): {err.strerror or err}; "
                          "check the certificate-authority and client-certificate paths") from None
     return ctx
+
+
+def _tls_context_pem(ca_pem: bytes | None, ca_file: str | None, pem: tuple[bytes, bytes],
+                     verify: bool) -> ssl.SSLContext:
+    """A TLS context with a client certificate and key given as PEM (an exec plugin's): written to private
+    temporary files for OpenSSL to load, removed at once; the CA from memory when it was read before."""
+    from kaid.kube.kubeconfig import remove_files, write_temp
+
+    files = [write_temp(pem[0], ".crt"), write_temp(pem[1], ".key")]
+    if ca_pem is not None:
+        files.append(write_temp(ca_pem, ".crt"))
+        ca_file = files[2]
+    try:
+        return _tls_context(ca_file, files[0], files[1], verify)
+    finally:
+        remove_files(files)
 
 
 def loads(text: str | bytes) -> Any:
