@@ -69,9 +69,11 @@ def write_temp(data: bytes, suffix: str) -> str:
     return name
 
 
-@atexit.register
 def _remove_left_over() -> None:
     remove_files(sorted(_TEMP_FILES))
+
+
+atexit.register(_remove_left_over)
 
 
 class NeedsPlugin(Exception):
