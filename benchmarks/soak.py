@@ -9,7 +9,8 @@ what the built-in 16-node cluster has: a backlog that only grows, no steady stat
 
 After every cycle the invariants of ``kaid.sim.invariants`` are checked on the cluster's objects (no node
 overcommitted counting GPU fractions, gangs all or nothing past their grace, no queue above its limit). Every
-virtual hour (``--sample-s``) a sample: the median and largest cycle time of that hour, the process's
+virtual hour (``--sample-s``) a sample: the median and largest cycle time of that hour (CPU time of the
+process, which other work on the machine does not move; the wall time's median beside it), the process's
 resident memory (after a garbage collection), and the pods bound and pending. The slope of cycle time and of
 memory against virtual time is fitted by least squares, per virtual day, over the samples after the first
 virtual day (the cluster fills up during the first day; the fit over all samples is reported too).
@@ -97,13 +98,15 @@ class Soak:
         self.cycles = 0
         self.broken: list[dict[str, Any]] = []
         self.samples: list[dict[str, Any]] = []
-        self.window: list[float] = []  # cycle times since the last sample
+        self.window: list[float] = []  # cycles' CPU times since the last sample
+        self.wall_window: list[float] = []  # and their wall times (other processes on the machine move them)
         self.next_sample = 0.0
         self.started = time.monotonic()
 
-    def on_cycle(self, t: float, seconds: float, objs: list[Obj]) -> None:
+    def on_cycle(self, t: float, cpu_s: float, wall_s: float, objs: list[Obj]) -> None:
         self.cycles += 1
-        self.window.append(seconds)
+        self.window.append(cpu_s)
+        self.wall_window.append(wall_s)
         found = violations(objs, EPOCH + t, self.cfg.staleGangGraceSeconds) + self.gangs.check(objs, t)
         if found:
             self.broken.append({"t": t, "violations": found[:20], "count": len(found)})
@@ -119,11 +122,13 @@ class Soak:
         s = {"t": t, "day": t / DAY, "cycles": len(self.window),
              "cycleMedianMs": round(statistics.median(self.window) * 1000, 2) if self.window else None,
              "cycleMaxMs": round(max(self.window) * 1000, 2) if self.window else None,
+             "cycleWallMedianMs": round(statistics.median(self.wall_window) * 1000, 2) if self.wall_window else None,
              "rssMB": round(rss_mb(), 1), "podsBound": bound, "podsPending": len(pods) - bound,
              "wallS": round(time.monotonic() - self.started, 1)}
         self.samples.append(s)
-        self.window = []
-        self.log(f"day {s['day']:.2f}: cycle {s['cycleMedianMs']} ms (max {s['cycleMaxMs']}), rss {s['rssMB']} MB, "
+        self.window, self.wall_window = [], []
+        self.log(f"day {s['day']:.2f}: cycle {s['cycleMedianMs']} ms CPU (max {s['cycleMaxMs']}; wall "
+                 f"{s['cycleWallMedianMs']}), rss {s['rssMB']} MB, "
                  f"{bound} pods bound, {s['podsPending']} pending, {s['wallS']:.0f} s wall")
         if self.checkpoint is not None:
             self.checkpoint(self)

@@ -164,12 +164,12 @@ def _pct(values: list[float], q: float) -> float:
 def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hours: float,
              cycle_s: float = 30.0, sample_s: float = 300.0,
              progress: Callable[[float], None] | None = None,
-             on_cycle: Callable[[float, float, list[Obj]], None] | None = None) -> SimResult:
+             on_cycle: Callable[[float, float, float, list[Obj]], None] | None = None) -> SimResult:
     """Run the engine over the trace in virtual time, ``cycle_s`` between cycles: jobs arrive, finished jobs
     leave, a cycle runs when anything changed (its decisions applied as the daemon and the kubelet would), and
-    the queues are sampled every ``sample_s``. ``on_cycle(t, seconds, objects)`` is called after each cycle
-    with its virtual time, the seconds it took (snapshot, decisions, applying them) and the objects
-    as the cycle left them."""
+    the queues are sampled every ``sample_s``. ``on_cycle(t, cpu_s, wall_s, objects)`` is called after each
+    cycle with its virtual time, the CPU and wall seconds it took (snapshot, decisions, applying them; the CPU
+    time is the process's, unmoved by other processes on the machine) and the objects as the cycle left them."""
     sim = _Simulation(base, jobs, cfg, hours, cycle_s)
     horizon = hours * 3600.0
     t = 0.0
@@ -178,10 +178,10 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
         arrived = sim.arrive(t)
         finished = sim.finish(t)
         if arrived or finished or sim.dirty:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             sim.cycle(t)
             if on_cycle is not None:
-                on_cycle(t, time.perf_counter() - started, sim.objs)
+                on_cycle(t, time.process_time() - cpu, time.perf_counter() - started, sim.objs)
         if t - last_sample >= sample_s:
             sim.sample(t)
             last_sample = t
