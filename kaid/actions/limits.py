@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kaid.model.objects import RESOURCES, UNLIMITED, Job, Node, Pod, Queue, Reason
+from kaid.model.vocabulary import ReasonCode
 
 _FLAG = {"gpu": "--gpu-limit", "cpu": "--cpu-limit", "memory": "--memory-limit"}
 
@@ -36,7 +37,7 @@ def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason
                        else f"queue {anc.name} has a {name} limit of {fmt(r, lim)}")
                 fix_to = _user(r, anc.allocated[r] + req[r])
                 return Reason(
-                    "QueueLimit",
+                    ReasonCode.QUEUE_LIMIT,
                     f"{why}; it already uses {fmt(r, anc.allocated[r])} and this job needs {fmt(r, req[r])} more. "
                     f"Fits if the limit were {fix_to}: kaictl queue set {anc.name} {_FLAG[name]} {fix_to} "
                     "(or -1 for no limit)",
@@ -47,7 +48,7 @@ def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason
                 quota = anc.quota[r]
                 if quota != UNLIMITED and anc.alloc_np[r] + req[r] > quota:
                     return Reason(
-                        "NonPreemptibleOverQuota",
+                        ReasonCode.NON_PREEMPTIBLE_OVER_QUOTA,
                         f"non-preemptible jobs must fit within their queue's quota: queue {anc.name} has a {name} "
                         f"quota of {fmt(r, quota)}, non-preemptible jobs already use {fmt(r, anc.alloc_np[r])} and "
                         f"this job needs {fmt(r, req[r])}. Raise the quota or make the job preemptible "
@@ -55,6 +56,13 @@ def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason
                         {"queue": anc.name, "resource": name, "quota": _user(r, quota),
                          "allocatedNonPreemptible": _user(r, anc.alloc_np[r]), "requested": _user(r, req[r])})
     return None
+
+
+def above_limit(queue: Queue, req: tuple[int, int, int]) -> bool:
+    """Whether a queue on the path from ``queue`` to the root holds more than its limit of a resource ``req``
+    asks for: the check of a scenario as a whole, once it has charged what it placed and put back."""
+    return any(req[r] and (lim := anc.effective_limit(r)) != UNLIMITED and anc.allocated[r] > lim
+               for anc in queue.path() for r in range(len(RESOURCES)))
 
 
 def charged_violation(queue: Queue, job: Job, placements: list[tuple[Pod, Node, tuple[int, ...]]]) -> Reason | None:

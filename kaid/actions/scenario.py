@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
-from kaid.actions.limits import charged_violation, limit_violation
+from kaid.actions.limits import above_limit, charged_violation, limit_violation
 from kaid.actions.order import ByQueue
 from kaid.actions.session import Session, Vec, job_request, ref_node, small_ref_node
 from kaid.actions.victims import Placements, Unit
@@ -122,9 +122,10 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     if placed is None:
         return None
     moved = _restore(session, moved)
-    for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole)
-        cp = session.checkpoint()
-        if not all(session.restore(p) for p in u.pods if p.status == PodStatus.EVICTED):
+    for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole),
+        cp = session.checkpoint()  # and only if the pending job's queues stay within their limits with it back
+        if not all(session.restore(p) for p in u.pods if p.status == PodStatus.EVICTED) or \
+                above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
 
