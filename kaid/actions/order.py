@@ -10,9 +10,9 @@ the reverse of both.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cmp_to_key
 
 from kaid.actions import gangs
 from kaid.model.objects import UNLIMITED, Job, Queue
@@ -119,18 +119,41 @@ def compare_queues(left: Side, right: Side, total: Vec) -> int:
     return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
 
 
+@dataclass(slots=True)
+class _Entry:
+    """What the order knows about one queue: the leaf it would serve next (None: no job below it), that queue's
+    side and the key of the rules that compare sides one at a time (``_key``); valid while the queue's version
+    stands and no leaf below it gained or lost a job."""
+
+    version: int
+    leaf: Queue | None
+    side: Side | None = None
+    key: tuple[int, int, int, int, float, float] | None = None
+
+
 @dataclass
 class ByQueue:
     """Jobs to serve (or victims to take, ``victims=True``), handed out one at a time in KAI's order. The order
-    is worked out again at every ``pop``: queues' allocations change as the action goes."""
+    is worked out again at every ``pop`` (queues' allocations change as the action goes), but only for the
+    queues that changed since the last one: a queue's entry stands while its version (bumped by every charge
+    here or below) does and no leaf below it gained or lost a job, so a pop costs the depth of the tree times
+    the siblings on the way, not the whole tree."""
 
     queues: dict[str, Queue]
     total: Vec
     request: Callable[[Job], Vec]
     held: Callable[[Job], Vec]
     victims: bool = False
+    # each leaf's jobs, in serving order (``victims``: the reverse); the head is served next
     leaves: dict[str, list[Job]] = field(default_factory=dict)
-    given: dict[str, list[Job]] = field(default_factory=dict)
+    _keys: dict[str, list[tuple[int, int, float, str]]] = field(default_factory=dict)  # job_key of each, ascending
+    _given: dict[str, Vec] = field(default_factory=dict)  # leaf -> what the victims taken so far hold
+    _entries: dict[str, _Entry] = field(default_factory=dict)
+    _dirty: set[str] = field(default_factory=set)  # queues whose leaves' jobs changed since their entry
+    _roots: list[Queue] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._roots = [q for q in self.queues.values() if q.parent is None]
 
     def push_all(self, jobs: Iterable[Job]) -> None:
         for job in jobs:
@@ -141,44 +164,80 @@ class ByQueue:
         if queue is None or queue.children:
             return
         jobs = self.leaves.setdefault(job.queue, [])
-        jobs.append(job)
-        jobs.sort(key=job_key, reverse=self.victims)
+        keys = self._keys.setdefault(job.queue, [])
+        key = job_key(job)
+        at = bisect_right(keys, key)  # job keys are unique (they end with the job's key)
+        keys.insert(at, key)
+        jobs.insert(len(jobs) - at if self.victims else at, job)
+        self._touch(queue)
 
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
     def pop(self) -> Job | None:
-        level = self._live([q for q in self.queues.values() if q.parent is None])
-        while level:
-            best = min(level, key=cmp_to_key(self._compare))
-            if not best.children:
-                job = self.leaves[best.name].pop(0)
-                self.given.setdefault(best.name, []).append(job)
-                return job
-            level = self._live(best.children)
-        return None
-
-    def _live(self, queues: list[Queue]) -> list[Queue]:
-        return [q for q in queues if self._next_leaf(q) is not None]
-
-    def _next_leaf(self, q: Queue) -> Queue | None:
-        """The leaf under ``q`` (or ``q``) whose job would be served next."""
-        if not q.children:
-            return q if self.leaves.get(q.name) else None
-        live = self._live(q.children)
-        if not live:
+        best = self._best(self._roots)
+        if best is None or best.leaf is None:
             return None
-        return self._next_leaf(min(live, key=cmp_to_key(self._compare)))
+        leaf = best.leaf
+        job = self.leaves[leaf.name].pop(0)
+        self._keys[leaf.name].pop(-1 if self.victims else 0)
+        if self.victims:
+            held = self.held(job)
+            given = self._given.setdefault(leaf.name, [0, 0, 0])
+            for r in range(3):
+                given[r] += held[r]
+        self._touch(leaf)
+        return job
 
-    def _side(self, q: Queue) -> Side:
-        leaf = self._next_leaf(q)
-        assert leaf is not None
-        if not self.victims:
-            return Side(q, self.request(self.leaves[leaf.name][0]))
-        taken = [*self.given.get(leaf.name, []), self.leaves[leaf.name][0]]
-        held = [self.held(j) for j in taken]
-        return Side(q, given=(sum(h[0] for h in held), sum(h[1] for h in held), sum(h[2] for h in held)))
+    def _touch(self, leaf: Queue) -> None:
+        for q in leaf.path():
+            self._dirty.add(q.name)
 
-    def _compare(self, left: Queue, right: Queue) -> int:
-        result = compare_queues(self._side(left), self._side(right), self.total)
+    def _best(self, queues: list[Queue]) -> _Entry | None:
+        """The entry of the queue served first among ``queues`` (the first of equals), ignoring those with no
+        job below them."""
+        best: _Entry | None = None
+        for q in queues:
+            e = self._entry(q)
+            if e.leaf is not None and (best is None or self._compare(e, best) < 0):
+                best = e
+        return best
+
+    def _entry(self, q: Queue) -> _Entry:
+        e = self._entries.get(q.name)
+        if e is not None and e.version == q.version and q.name not in self._dirty:
+            return e
+        self._dirty.discard(q.name)
+        if q.children:
+            below = self._best(q.children)
+            leaf = below.leaf if below is not None else None
+        else:
+            leaf = q if self.leaves.get(q.name) else None
+        e = _Entry(q.version, leaf)
+        if leaf is not None:
+            if self.victims:
+                taken = self.held(self.leaves[leaf.name][0])
+                before = self._given.get(leaf.name, ZERO)
+                e.side = Side(q, given=(before[0] + taken[0], before[1] + taken[1], before[2] + taken[2]))
+            else:
+                e.side = Side(q, self.request(self.leaves[leaf.name][0]))
+            e.key = _key(e.side, self.total)
+        self._entries[q.name] = e
+        return e
+
+    def _compare(self, left: _Entry, right: _Entry) -> int:
+        assert left.key is not None and right.key is not None and left.side is not None and right.side is not None
+        if left.key != right.key:
+            result = -1 if left.key < right.key else 1
+        else:
+            result = compare_queues(left.side, right.side, self.total)
         return -result if self.victims else result
+
+
+def _key(side: Side, total: Vec) -> tuple[int, int, int, int, float, float]:
+    """The rules of ``compare_queues`` that look at one side at a time, as a key: where two keys differ, the
+    first rule that tells the sides apart is the first element that differs."""
+    q = side.queue
+    with_ = (side.request[0] - side.given[0], side.request[1] - side.given[1], side.request[2] - side.given[2])
+    return (int(over_utilized(q)), int(not within_deserved(q, side.request)), -q.priority,
+            int(_zero_share_violation(q, side.request)), dominant_share(q, total, with_), dominant_share(q, total))

@@ -254,6 +254,7 @@ class Queue:
         "reclaim_min_runtime",
         "requested",
         "usage",
+        "version",
         "weight",
     )
 
@@ -279,6 +280,9 @@ class Queue:
         self.usage: list[float] = [0.0, 0.0, 0.0]
         self.preempt_min_runtime = 0.0
         self.reclaim_min_runtime = 0.0
+        # bumped whenever ``allocated`` changes here or below (``model.queues.charge``): what the job order
+        # caches about a queue is valid while its version stands
+        self.version = 0
 
     def path(self) -> list[Queue]:
         """This queue and its ancestors, leaf first."""

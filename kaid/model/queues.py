@@ -137,6 +137,7 @@ def pod_vector(pod: Pod, node: Node | None) -> tuple[int, int, int]:
 def charge(queue: Queue, vec: tuple[int, int, int], non_preemptible: bool, sign: int = 1) -> None:
     """Add (``sign`` -1: take back) what a pod holds to its queue and every ancestor."""
     for anc in queue.path():
+        anc.version += 1
         for r in Resource:
             anc.allocated[r] += sign * vec[r]
             if non_preemptible:
@@ -150,6 +151,7 @@ def account(snap: Snapshot) -> None:
     for q in snap.queues.values():
         q.jobs = []
         q.allocated, q.alloc_np, q.requested = zero(), zero(), zero()
+        q.version += 1
     for job in snap.jobs.values():
         queue = snap.queues.get(job.queue)
         if queue is None:

@@ -1,0 +1,143 @@
+"""The job order (``kaid.actions.order.ByQueue``) against its plain reading: every pop works the whole queue tree
+out again from the rules (KAI's queue order at every level, then the leaf's job order). The order keeps entries
+for queues that did not change between pops; whatever happens between pops (charges anywhere in the tree, jobs
+pushed back), both must hand out the same jobs in the same order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cmp_to_key
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kaid.actions.order import ByQueue, Side, Vec, compare_queues, job_key
+from kaid.model.objects import Job, Queue
+from kaid.model.queues import charge
+
+
+@dataclass
+class PlainOrder:
+    """The order as the rules read: nothing kept from one pop to the next."""
+
+    queues: dict[str, Queue]
+    total: Vec
+    request: Callable[[Job], Vec]
+    held: Callable[[Job], Vec]
+    victims: bool = False
+    leaves: dict[str, list[Job]] = field(default_factory=dict)
+    given: dict[str, list[Job]] = field(default_factory=dict)
+
+    def push(self, job: Job) -> None:
+        queue = self.queues.get(job.queue)
+        if queue is None or queue.children:
+            return
+        jobs = self.leaves.setdefault(job.queue, [])
+        jobs.append(job)
+        jobs.sort(key=job_key, reverse=self.victims)
+
+    def pop(self) -> Job | None:
+        level = self._live([q for q in self.queues.values() if q.parent is None])
+        while level:
+            best = min(level, key=cmp_to_key(self._compare))
+            if not best.children:
+                job = self.leaves[best.name].pop(0)
+                self.given.setdefault(best.name, []).append(job)
+                return job
+            level = self._live(best.children)
+        return None
+
+    def _live(self, queues: list[Queue]) -> list[Queue]:
+        return [q for q in queues if self._next_leaf(q) is not None]
+
+    def _next_leaf(self, q: Queue) -> Queue | None:
+        if not q.children:
+            return q if self.leaves.get(q.name) else None
+        live = self._live(q.children)
+        return self._next_leaf(min(live, key=cmp_to_key(self._compare))) if live else None
+
+    def _side(self, q: Queue) -> Side:
+        leaf = self._next_leaf(q)
+        assert leaf is not None
+        if not self.victims:
+            return Side(q, self.request(self.leaves[leaf.name][0]))
+        held = [self.held(j) for j in [*self.given.get(leaf.name, []), self.leaves[leaf.name][0]]]
+        return Side(q, given=(sum(h[0] for h in held), sum(h[1] for h in held), sum(h[2] for h in held)))
+
+    def _compare(self, left: Queue, right: Queue) -> int:
+        result = compare_queues(self._side(left), self._side(right), self.total)
+        return -result if self.victims else result
+
+
+def _tree(shape: list[int], draw: st.DrawFn) -> dict[str, Queue]:
+    """Departments, each with ``shape[i]`` leaves (0: the department is a leaf itself)."""
+    queues: dict[str, Queue] = {}
+    amounts = st.sampled_from([0, 1000, 2000, 4000, 8000])
+    for d, leaves in enumerate(shape):
+        dept = Queue(f"d{d}")
+        queues[dept.name] = dept
+        members = [dept]
+        for k in range(leaves):
+            leaf = Queue(f"d{d}-q{k}")
+            leaf.parent, leaf.parent_name = dept, dept.name
+            dept.children.append(leaf)
+            queues[leaf.name] = leaf
+            members.append(leaf)
+        for q in members:
+            q.quota = [draw(st.sampled_from([-1, 0, 2000, 4000])), draw(amounts), draw(amounts)]
+            q.limit = [draw(st.sampled_from([-1, 0, 8000])), -1, -1]
+            q.fair = [draw(amounts), draw(amounts), draw(amounts)]
+            q.priority = draw(st.sampled_from([100, 100, 110]))
+            q.created = float(draw(st.integers(0, 3)))
+            q.allocated = [draw(amounts), draw(amounts), draw(amounts)]
+    return queues
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[dict[str, Queue], list[Job], dict[str, Vec], bool, list[tuple[int, ...]]]:
+    queues = _tree(draw(st.lists(st.integers(0, 4), min_size=1, max_size=3)), draw)
+    leaves = [q for q in queues.values() if not q.children]
+    vectors = st.tuples(st.sampled_from([0, 500, 1000, 8000]), st.sampled_from([0, 1000, 4000]),
+                        st.sampled_from([0, 1000]))
+    jobs: list[Job] = []
+    vec: dict[str, Vec] = {}
+    for i in range(draw(st.integers(1, 24))):
+        job = Job("ns", f"j{i:02d}")
+        job.queue = draw(st.sampled_from(leaves)).name
+        job.priority = draw(st.sampled_from([50, 75, 100]))
+        job.created = float(draw(st.integers(0, 5)))
+        jobs.append(job)
+        vec[job.key] = draw(vectors)
+    # between pops: (0,) nothing, (1, leaf, sign, amount) a charge, (2,) the last popped job pushed back
+    steps = draw(st.lists(st.one_of(st.tuples(st.just(0)),
+                                    st.tuples(st.just(1), st.integers(0, len(leaves) - 1), st.sampled_from([-1, 1]),
+                                              st.sampled_from([500, 1000, 4000])),
+                                    st.tuples(st.just(2))), max_size=40))
+    return queues, jobs, vec, draw(st.booleans()), steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_order_matches_its_plain_reading(case: tuple[dict[str, Queue], list[Job], dict[str, Vec], bool,
+                                                     list[tuple[int, ...]]]) -> None:
+    queues, jobs, vec, victims, steps = case
+    leaves = [q for q in queues.values() if not q.children]
+    total: Vec = (16000, 64000, 64000)  # type: ignore[assignment]
+    held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
+    fast = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
+    plain = PlainOrder(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
+    fast.push_all(jobs)
+    for job in jobs:
+        plain.push(job)
+    last: Job | None = None
+    for step in [*steps, *[(0,)] * len(jobs)]:
+        if step[0] == 1:
+            charge(leaves[step[1]], (step[2] * step[3], 0, 0), False)
+        elif step[0] == 2 and last is not None and not victims:
+            fast.push(last)
+            plain.push(last)
+        a, b = fast.pop(), plain.pop()
+        assert a is b, f"fast order gave {a and a.key}, the plain reading {b and b.key}"
+        last = a if a is not None else last
+    assert fast.pop() is None and plain.pop() is None
