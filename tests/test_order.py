@@ -110,7 +110,7 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Queue], list[Job], dict[str, V
         jobs.append(job)
         vec[job.key] = draw(vectors)
     # between pops: (0,) nothing, (1, leaf, sign, amount) a charge, (2,) the last popped job pushed back
-    steps = draw(st.lists(st.one_of(st.tuples(st.just(0)),
+    steps: list[tuple[int, ...]] = draw(st.lists(st.one_of(st.tuples(st.just(0)),
                                     st.tuples(st.just(1), st.integers(0, len(leaves) - 1), st.sampled_from([-1, 1]),
                                               st.sampled_from([500, 1000, 4000])),
                                     st.tuples(st.just(2))), max_size=40))
@@ -123,7 +123,7 @@ def test_order_matches_its_plain_reading(case: tuple[dict[str, Queue], list[Job]
                                                      list[tuple[int, ...]]]) -> None:
     queues, jobs, vec, victims, steps = case
     leaves = [q for q in queues.values() if not q.children]
-    total: Vec = (16000, 64000, 64000)  # type: ignore[assignment]
+    total: Vec = (16000, 64000, 64000)
     held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
     fast = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
     plain = PlainOrder(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.scenario import job_order
-from kaid.actions.session import Session, job_request, ref_node
+from kaid.actions.session import Session, job_request
 from kaid.api.config import Action
 from kaid.model.objects import Job, Pod, Reason
 from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
@@ -54,7 +54,7 @@ def _serve(session: Session, job: Job, failed: Failures) -> bool:
     if not batch:
         return False
     queue = session.snap.queues[job.queue]
-    why = limit_violation(queue, job_request(batch, ref_node(session.snap)), job)
+    why = limit_violation(queue, job_request(batch, session.ref), job)
     if why is not None:
         session.reasons[job.key] = [why]
         return False

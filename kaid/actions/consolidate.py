@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from kaid.actions.evictions import SILENT, evict_for_pending
 from kaid.actions.limits import limit_violation
 from kaid.actions.scenario import Attempt, Outcome
-from kaid.actions.session import Session, job_request, ref_node
+from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Search, Unit, running
 from kaid.api.config import Action
 from kaid.model.objects import Job, Reason
@@ -34,7 +34,7 @@ class ConsolidateRules:
         self.moves_left = self.cap - moved
         if self.moves_left <= 0 or not _enough_gpus(session, att):
             return SILENT
-        if limit_violation(att.queue, job_request(att.batch, ref_node(session.snap)), att.job) is not None:
+        if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
             return SILENT
         return None
 

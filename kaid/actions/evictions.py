@@ -15,8 +15,10 @@ from kaid.actions.session import Session, VictimStats
 from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, units_of
 from kaid.api.config import Action
-from kaid.model.objects import Job, Pod, Queue, Reason
+from kaid.model.objects import Job, Node, Pod, Queue, Reason
 from kaid.model.vocabulary import PodStatus, ReasonCode
+from kaid.placement import gang
+from kaid.placement.predicates import room_for
 
 
 class Rules(Protocol):
@@ -185,12 +187,13 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -
     start = session.checkpoint()
     chosen: list[int] = []
     valid = _validator(session, rules, att)
+    room = Room(session, att)
     for i, unit in enumerate(search.units):
         if (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
             continue
         chosen.append(i)
         evict(session, att, [unit])
-        if not _could_fit(session, att):
+        if not room.could_fit(unit):
             continue
         out = settle(session, att, [search.units[j] for j in chosen], valid)
         if out is not None:
@@ -253,16 +256,62 @@ def _before(search: Search, i: int) -> list[int]:
     return out
 
 
-def _could_fit(session: Session, att: Attempt) -> bool:
-    """A cheap bound before a scenario: the idle and releasing GPUs on the nodes the job may use, now that the
-    victims so far are evicted, against the whole GPUs it needs."""
-    whole = sum(p.gpu_whole for p in att.batch)
-    if not whole:
+class Room:
+    """Cheap bounds before a scenario, kept up to date as the victims are evicted one unit at a time (each unit
+    changes only the nodes its pods are on). A scenario places the job after the victims that take their places
+    back, on what the evictions freed and the releasing pods hold: it cannot fit where a bound says no.
+
+    - the idle and releasing GPUs on the nodes the job may use, against the whole GPUs it needs;
+    - for a batch of pods alike (whole GPUs or none): the pods of that shape the nodes it may use could take with
+      the releasing pods gone, against the batch; gang placement finds no plan below it (``gang.lower_bound``).
+    """
+
+    def __init__(self, session: Session, att: Attempt) -> None:
+        self.session = session
+        first = att.batch[0]
+        self.pod = first
+        self.mask = session.index.static_mask(first)
+        self.whole = sum(p.gpu_whole for p in att.batch)
+        self.need = len(att.batch)
+        self.alike = gang.alike(att.batch)
+        nodes = session.snap.node_by_name
+        self.releasing = sum(p.gpu_whole for p in session.releasing() if self.mask[nodes[p.node or ""].index])
+        self.idle = [n.idle if self.mask[n.index] else 0 for n in session.index.nodes] if self.whole else []
+        self.idle_sum = sum(self.idle)
+        self.room: dict[int, int] = {}
+        if self.alike:
+            self.room = self._rooms(None)
+        self.room_sum = sum(self.room.values())
+
+    def _rooms(self, nodes: list[Node] | None) -> dict[int, int]:
+        """Room for the shape on ``nodes`` (None: every node the job may use), the releasing pods lent."""
+        lent = self.session.releasing()
+        groups = self.session.lend(lent)
+        try:
+            caps = gang.node_caps(self.pod, self.session.index, None) if nodes is None else \
+                [(n, room_for(n, self.pod)) for n in nodes if self.mask[n.index]]
+        finally:
+            self.session.unlend(lent, groups)
+        return {n.index: c for n, c in caps}
+
+    def could_fit(self, unit: Unit) -> bool:
+        """After ``unit`` was evicted: whether the job may fit."""
+        nodes = {id(n): n for n in (self.session.snap.node_by_name.get(p.node or "") for p in unit.pods)
+                 if n is not None}.values()
+        if self.whole:
+            for n in nodes:
+                if self.mask[n.index]:
+                    self.idle_sum += n.idle - self.idle[n.index]
+                    self.idle[n.index] = n.idle
+            if self.idle_sum + self.releasing < self.whole:
+                return False
+        if self.alike:
+            for i, c in self._rooms(list(nodes)).items():
+                self.room_sum += c - self.room.get(i, 0)
+                self.room[i] = c
+            if self.room_sum < self.need:
+                return False
         return True
-    mask = session.index.static_mask(att.batch[0])
-    idle = sum(n.idle for n in session.index.nodes if mask[n.index])
-    releasing = sum(p.gpu_whole for p in session.releasing() if mask[session.snap.node_by_name[p.node or ""].index])
-    return idle + releasing >= whole
 
 
 def _solver_applies(session: Session, att: Attempt) -> bool:

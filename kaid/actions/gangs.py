@@ -102,6 +102,10 @@ def gang_of(job: Job) -> GangSet:
 
 
 def elastic_state(job: Job) -> ElasticState:
+    if not job.subgroups:  # one pod set: the job's pods against its minMember
+        active = sum(1 for p in job.pods if is_active(p))
+        return ElasticState.BELOW if active < job.min_member else (
+            ElasticState.EXACT if active == job.min_member else ElasticState.ABOVE)
     exact = True
     for ps in gang_of(job).all_pod_sets():
         active = ps.active()
@@ -143,6 +147,8 @@ def _ordered(members: list[GangSet | PodSet], reverse: bool = False) -> list[Gan
 def tasks_to_allocate(job: Job, waiting: Collection[str] = PENDING) -> list[Pod]:
     """The waiting pods to place next: the ones that bring every unsatisfied part of the gang to its minimum,
     or, once it runs, one elastic pod."""
+    if not job.subgroups:  # one pod set: what ``_from_set`` does with it, without building the tree
+        return _from_pod_set(PodSet(DEFAULT_POD_SET, job.min_member, job.pods), waiting)
     return _from_set(gang_of(job), waiting)
 
 

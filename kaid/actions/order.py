@@ -147,10 +147,11 @@ class ByQueue:
     # each leaf's jobs, in serving order (``victims``: the reverse); the head is served next
     leaves: dict[str, list[Job]] = field(default_factory=dict)
     _keys: dict[str, list[tuple[int, int, float, str]]] = field(default_factory=dict)  # job_key of each, ascending
-    _given: dict[str, Vec] = field(default_factory=dict)  # leaf -> what the victims taken so far hold
+    _given: dict[str, list[int]] = field(default_factory=dict)  # leaf -> what the victims taken so far hold
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _dirty: set[str] = field(default_factory=set)  # queues whose leaves' jobs changed since their entry
     _roots: list[Queue] = field(default_factory=list)
+    _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -221,7 +222,10 @@ class ByQueue:
                 e.side = Side(q, given=(before[0] + taken[0], before[1] + taken[1], before[2] + taken[2]))
             else:
                 e.side = Side(q, self.request(self.leaves[leaf.name][0]))
-            e.key = _key(e.side, self.total)
+            caps = self._caps.get(q.name)
+            if caps is None:
+                caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
+            e.key = _key(e.side, self.total, caps)
         self._entries[q.name] = e
         return e
 
@@ -234,10 +238,25 @@ class ByQueue:
         return -result if self.victims else result
 
 
-def _key(side: Side, total: Vec) -> tuple[int, int, int, int, float, float]:
+def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, int, int, float, float]:
     """The rules of ``compare_queues`` that look at one side at a time, as a key: where two keys differ, the
-    first rule that tells the sides apart is the first element that differs."""
+    first rule that tells the sides apart is the first element that differs. ``caps``: ``allocatable`` of the
+    side's queue per resource (fixed for the cycle)."""
     q = side.queue
-    with_ = (side.request[0] - side.given[0], side.request[1] - side.given[1], side.request[2] - side.given[2])
-    return (int(over_utilized(q)), int(not within_deserved(q, side.request)), -q.priority,
-            int(_zero_share_violation(q, side.request)), dominant_share(q, total, with_), dominant_share(q, total))
+    held, req, given, quota = q.allocated, side.request, side.given, q.quota
+    with_ = (req[0] - given[0], req[1] - given[1], req[2] - given[2])
+    over = q.fair[0] < held[0] and q.fair[1] < held[1] and q.fair[2] < held[2]
+    within = all(_le(held[r] + req[r], quota[r]) for r in range(3))
+    zero_share = any(caps[r] == 0 and held[r] + req[r] > 0 for r in range(3))
+    return (int(over), int(not within), -q.priority, int(zero_share), _dominant(held, with_, caps, total),
+            _dominant(held, ZERO, caps, total))
+
+
+def _dominant(held: list[int], extra: Vec, caps: tuple[int, int, int], total: Vec) -> float:
+    """``dominant_share`` with the queue's ``allocatable`` worked out already."""
+    share = 0.0
+    for r in range(3):
+        cap = total[r] if caps[r] == UNLIMITED else caps[r]
+        amount = held[r] + extra[r]
+        share = max(share, amount * NO_SHARE_MULTIPLIER if cap == 0 else amount / cap)
+    return share

@@ -10,7 +10,7 @@ from kaid.actions.limits import fmt, limit_violation
 from kaid.actions.order import allocatable
 from kaid.actions.reclaimable import Before, cannot_reclaim, leveled, reclaimable, victim_allowed
 from kaid.actions.scenario import Attempt, Outcome
-from kaid.actions.session import Session, job_request, ref_node
+from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Constraint, Search, Unit
 from kaid.api.config import Action
 from kaid.model.objects import GPU, RESOURCES, Job, Reason
@@ -31,7 +31,7 @@ class ReclaimRules:
 
     def blocked(self, session: Session, att: Attempt) -> Reason | None:
         self.before = Before.of(session.snap.queues.values())
-        if limit_violation(att.queue, job_request(att.batch, ref_node(session.snap)), att.job) is not None:
+        if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
             return SILENT  # its own queue's limit blocks it (allocate said so); taking from others cannot help
         if att.job.preempt_never:
             return SILENT  # preemptionPolicy: Never evicts nobody (kai's deviation from KAI, see preempt)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from kaid.actions import gangs
 from kaid.actions.limits import above_limit, charged_violation, limit_violation
 from kaid.actions.order import ByQueue
-from kaid.actions.session import Session, Vec, job_request, ref_node, small_ref_node
+from kaid.actions.session import Session, Vec, job_request
 from kaid.actions.victims import Placements, Unit
 from kaid.model.objects import Job, Pod, Queue
 from kaid.model.vocabulary import PodStatus
@@ -47,11 +47,11 @@ class Outcome:
 def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
     """An eviction action's try for ``batch`` of ``job``'s pods, with what they request."""
     return Attempt(action, job, session.snap.queues[job.queue], batch,
-                   job_request(batch, small_ref_node(session.snap)))
+                   job_request(batch, session.small_ref))
 
 
 def request_of(session: Session) -> Callable[[Job], Vec]:
-    ref = small_ref_node(session.snap)
+    ref = session.small_ref
     return lambda job: job_request(gangs.tasks_to_allocate(job, WAITING), ref)
 
 
@@ -102,20 +102,25 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     """Place the victims' jobs and the pending job in the order allocate serves them."""
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
-    waiting = [j for j in session.snap.jobs.values() if j.queue in involved and j.key not in victims
-               and j is not att.job and any(p.status == PodStatus.PENDING for p in j.pods) and not j.errors]
+    # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
+    waiting = [j for q in involved for j in session.jobs_in(q)
+               if j.key not in victims and j is not att.job and not j.errors
+               and any(p.status == PodStatus.PENDING for p in j.pods)]
     order = job_order(session, [*victims.values(), att.job, *waiting])
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
     moved: list[Pod] = []
+    left = len(victims) + 1  # once the job and every victim had their turn, the others' turns change nothing
     try:
-        while (job := order.pop()) is not None:
+        while left and (job := order.pop()) is not None:
             if job is att.job:
+                left -= 1
                 placed = _place(session, att, job, att.batch)
                 if placed is None:
                     return None
             elif job.key in victims:
+                left -= 1
                 moved += _take_back(session, att, job)
     finally:
         session.unlend(lent, groups)
@@ -153,7 +158,7 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod]) -> Placem
     if not batch:
         return None
     queue = session.snap.queues[job.queue]
-    if limit_violation(queue, job_request(batch, ref_node(session.snap)), job) is not None:
+    if limit_violation(queue, job_request(batch, session.ref), job) is not None:
         return None
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
     plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",

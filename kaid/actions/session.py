@@ -92,11 +92,41 @@ class Session:
     alloc_stats: AllocateStats = field(default_factory=AllocateStats)
     victim_stats: EvictionStats = field(default_factory=EvictionStats)
     stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
+    # what stays put for the whole cycle, worked out once (``total``, ``ref``, ``small_ref``, ``releasing``)
+    _fixed: dict[str, object] = field(default_factory=dict, init=False, repr=False)
+    _releasing: list[Pod] | None = field(default=None, init=False, repr=False)
+    _by_queue: dict[str, list[Job]] | None = field(default=None, init=False, repr=False)
 
     @property
     def total(self) -> Vec:
-        cap = self.snap.capacity()
-        return (cap[GPU], cap[CPU], cap[MEM])
+        """The schedulable capacity (Ready, schedulable nodes)."""
+        if "total" not in self._fixed:
+            cap = self.snap.capacity()
+            self._fixed["total"] = (cap[GPU], cap[CPU], cap[MEM])
+        return self._fixed["total"]  # type: ignore[return-value]
+
+    def jobs_in(self, queue: str) -> list[Job]:
+        """The snapshot's jobs of a queue."""
+        if self._by_queue is None:
+            self._by_queue = {}
+            for job in self.snap.jobs.values():
+                self._by_queue.setdefault(job.queue, []).append(job)
+        return self._by_queue.get(queue, [])
+
+    @property
+    def ref(self) -> Node | None:
+        """The GPU a gpu-memory request is sized against for limits: the largest (KAI's capacity policy)."""
+        if "ref" not in self._fixed:
+            self._fixed["ref"] = reference_node(self.snap.nodes)
+        return self._fixed["ref"]  # type: ignore[return-value]
+
+    @property
+    def small_ref(self) -> Node | None:
+        """... and for fair share and the order of queues: the smallest (KAI's proportion plugin)."""
+        if "small_ref" not in self._fixed:
+            self._fixed["small_ref"] = min((n for n in self.snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib,
+                                           default=None)
+        return self._fixed["small_ref"]  # type: ignore[return-value]
 
     def committed(self, checkpoint: int) -> None:
         """A job's operations since ``checkpoint`` stand: hand its allocations to ``on_commit``."""
@@ -222,9 +252,11 @@ class Session:
     def releasing(self) -> list[Pod]:
         """Pods on their way out (deleted, not gone yet, not stuck): what they hold can be promised to a pipelined
         pod."""
-        now = self.snap.now
-        return [p for p in self.snap.pods if p.releasing and p.node in self.snap.node_by_name
-                and p.status != PodStatus.EVICTED and now - p.deleted <= STUCK_RELEASING_SECONDS]
+        if self._releasing is None:  # which pods are on their way out does not change in a cycle
+            now = self.snap.now
+            self._releasing = [p for p in self.snap.pods if p.releasing and p.node in self.snap.node_by_name
+                               and now - p.deleted <= STUCK_RELEASING_SECONDS]
+        return [p for p in self._releasing if p.status != PodStatus.EVICTED]
 
     def lend(self, pods: list[Pod]) -> list[tuple[Node, int, str | None]]:
         """Make what releasing pods hold look free, to place pods that will be pipelined onto it; returns the
@@ -254,12 +286,3 @@ def job_request(pods: list[Pod], ref: Node | None) -> Vec:
         m += p.mem
     return g, c, m
 
-
-def ref_node(snap: Snapshot) -> Node | None:
-    """The GPU a gpu-memory request is sized against for limits: the largest (KAI's capacity policy)."""
-    return reference_node(snap.nodes)
-
-
-def small_ref_node(snap: Snapshot) -> Node | None:
-    """... and for fair share and the order of queues: the smallest (KAI's proportion plugin)."""
-    return min((n for n in snap.nodes if n.gpu_mem_mib), key=lambda n: n.gpu_mem_mib, default=None)

@@ -109,6 +109,11 @@ def _homogeneous(pods: list[Pod]) -> bool:
                (first.gpu_whole, first.cpu, first.mem, first.sig, first.frac_devices) for p in pods)
 
 
+def alike(pods: list[Pod]) -> bool:
+    """Pods of one shape with whole GPUs or none: ``lower_bound`` over ``node_caps`` decides whether they fit."""
+    return _homogeneous(pods) and not pods[0].frac_devices
+
+
 def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
           time_limit: float, workers: int = 1, within: bytearray | None = None) -> GangPlan:
     """Find a placement for all of ``pods`` or report how far it got. ``within``: the nodes the job's
@@ -161,8 +166,9 @@ def _best_fit(pods: list[Pod], index: NodeIndex, doms: dict[str, bytearray], spr
 def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
               time_limit: float, workers: int, region: bytearray | None, result: GangPlan) -> Placements | None:
     need = len(pods)
-    homogeneous = _homogeneous(pods) and not pods[0].frac_devices
-    caps = node_caps(pods[0], index, region) if homogeneous else None
+    homogeneous = alike(pods)
+    # one pod: greedy finds a node iff one has room, and no solver runs; the scan would only repeat it
+    caps = node_caps(pods[0], index, region) if homogeneous and need > 1 else None
     if caps is not None and lower_bound(caps, need) is None:
         result.placed_max = max(result.placed_max, min(need, sum(c for _, c in caps)))
         return None  # not even the free capacity of every node together would do

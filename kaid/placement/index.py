@@ -115,8 +115,8 @@ class NodeIndex:
 
     def _by_idle(self, low: int, spread: bool) -> Iterator[int]:
         rng = range(self.max_gpus, low - 1, -1) if spread else range(low, self.max_gpus + 1)
-        for k in rng:
-            yield from list(self.buckets[k])
+        for k in rng:  # the callers stop before they change a bucket: no copy needed
+            yield from self.buckets[k]
 
     def best_node(self, pod: Pod, spread: bool = False,
                   allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
