@@ -3,6 +3,7 @@ signature, and the only two functions that change a node's accounting (``assign`
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 
 from kaid.model.objects import Node, Pod
@@ -12,10 +13,48 @@ from kaid.placement.predicates import resource_failure, shared_devices, static_f
 Devices = tuple[int, ...]
 
 
+class Partial:
+    """Nodes with a partly used device, by how much of such a device is used (each level a node has) and then by
+    the node's idle GPUs, node indexes sorted: a shared-GPU pod's greedy choice without looking at every node."""
+
+    __slots__ = ("_at", "levels")
+
+    def __init__(self) -> None:
+        self.levels: dict[int, dict[int, list[int]]] = {}  # used milli-GPU -> idle GPUs -> node indexes, sorted
+        self._at: dict[int, tuple[frozenset[int], int]] = {}  # node index -> (its levels, its idle GPUs) as filed
+
+    def update(self, node: Node) -> None:
+        levels = frozenset(u for u in node.dev_used if 0 < u < 1000)
+        was = self._at.get(node.index)
+        now = (levels, node.idle)
+        if was == now:
+            return
+        if was is not None:
+            for u in was[0]:
+                ids = self.levels[u][was[1]]
+                del ids[bisect_left(ids, node.index)]
+        if levels:
+            self._at[node.index] = now
+            for u in levels:
+                insort(self.levels.setdefault(u, {}).setdefault(node.idle, []), node.index)
+        else:
+            self._at.pop(node.index, None)
+
+    def candidates(self, share: int, spread: bool) -> Iterator[int]:
+        """Nodes with a partly used device that has room for ``share``, in the order of the greedy choice: binpack,
+        the fullest such device first, then fewer idle GPUs, then the node's index; spread, the emptiest such
+        device first, then more idle GPUs. A node comes once per level it has: the first time is its best."""
+        levels = sorted((u for u in self.levels if u + share <= 1000), reverse=not spread)
+        for u in levels:
+            by_idle = self.levels[u]
+            for idle in sorted(by_idle, reverse=spread):
+                yield from by_idle[idle]
+
+
 class NodeIndex:
     """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
 
-    __slots__ = ("_static", "buckets", "epoch", "max_gpus", "nodes", "shared")
+    __slots__ = ("_static", "buckets", "epoch", "max_gpus", "nodes", "partial", "shared")
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
@@ -23,11 +62,13 @@ class NodeIndex:
         self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_gpus + 1)]
         self.shared: dict[int, None] = {}  # nodes with a partly used device
         self._static: dict[str, bytearray] = {}
+        self.partial = Partial()
         self.epoch = 0  # bumped whenever resources are released, so cached failures expire
         for n in nodes:
             self.buckets[max(0, n.idle)][n.index] = None
             if any(0 < u < 1000 for u in n.dev_used):
                 self.shared[n.index] = None
+                self.partial.update(n)
 
     # ----------------------------------------------------------------------------- static feasibility
     def static_mask(self, pod: Pod) -> bytearray:
@@ -46,6 +87,7 @@ class NodeIndex:
             self.shared[node.index] = None
         else:
             self.shared.pop(node.index, None)
+        self.partial.update(node)
 
     def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
         """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
@@ -118,6 +160,17 @@ class NodeIndex:
         for k in rng:  # the callers stop before they change a bucket: no copy needed
             yield from self.buckets[k]
 
+    def _idle_device(self, pod: Pod, spread: bool, mask: bytearray,
+                     allowed: bytearray | None) -> tuple[Node, Devices] | None:
+        """A shared-GPU pod that no partly used device takes: the first node with an idle device that fits it."""
+        for i in self._by_idle(1, spread):
+            if mask[i] and (allowed is None or allowed[i]):
+                n = self.nodes[i]
+                devs = self.devices_for(n, pod, spread)
+                if devs is not None:
+                    return n, devs
+        return None
+
     def best_node(self, pod: Pod, spread: bool = False,
                   allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
         """The greedy choice for one pod: binpack (fewest idle GPUs that fit) or spread (most)."""
@@ -131,6 +184,18 @@ class NodeIndex:
                             n.used_pods < n.alloc_pods:
                         return n, whole_devices(n, pod.gpu_whole)
             return None
+        if pod.frac_devices == 1 and pod.gpu_frac:  # one device, the same share on every node: the index decides
+            seen: set[int] = set()
+            for i in self.partial.candidates(pod.gpu_frac, spread):
+                if i in seen:
+                    continue
+                seen.add(i)
+                if mask[i] and (allowed is None or allowed[i]):
+                    n = nodes[i]
+                    devs = self.devices_for(n, pod, spread)
+                    if devs is not None and all(n.dev_used[d] > 0 for d in devs):
+                        return n, devs
+            return self._idle_device(pod, spread, mask, allowed)
         if pod.frac_devices:
             best: tuple[tuple[int, int, int], Node, Devices] | None = None
             for i in list(self.shared):
@@ -144,13 +209,7 @@ class NodeIndex:
                             best = (key, n, devs)
             if best is not None:
                 return best[1], best[2]
-            for i in self._by_idle(1, spread):
-                if mask[i] and (allowed is None or allowed[i]):
-                    n = nodes[i]
-                    devs = self.devices_for(n, pod, spread)
-                    if devs is not None:
-                        return n, devs
-            return None
+            return self._idle_device(pod, spread, mask, allowed)
         # cpu-only pods: score every feasible node by free cpu
         chosen: Node | None = None
         for i, n in enumerate(nodes):
