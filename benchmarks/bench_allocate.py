@@ -1,8 +1,9 @@
-"""One allocate cycle on a large, fragmented cluster: CP-SAT gang placement against the greedy path.
+"""One cold scheduling cycle on a large, fragmented cluster, at two sizes: CP-SAT gang placement against the greedy
+path.
 
 Run from the repository root::
 
-    python -m benchmarks.bench_allocate                      # full size: 1,000 nodes, 10,000 pending pods
+    python -m benchmarks.bench_allocate                      # 1,000 nodes / 10,000 pending, then 4,000 / 40,000
     python -m benchmarks.bench_allocate --json out.json      # also write the report as JSON
     python -m benchmarks.bench_allocate --profile cpsat      # cProfile of one cycle instead of the timings
 
@@ -29,29 +30,41 @@ as plain Kubernetes dicts, the way the daemon and the simulator feed it:
   the cycle also exercises the "does not fit" paths.
 
 For each solver (``placement.gangSolver`` = ``cpsat`` and ``greedy``) and each of ``--repeat`` repeats,
-in the same process, alternating which solver goes first: time ``build_snapshot`` and one
-``run_cycle`` with ``time.perf_counter``, then read the placement quality from the decisions. Report
-median and p99 (nearest rank: with 5 repeats it is the slowest run) and the ratios cpsat/greedy.
-Nothing here asserts on time.
+in the same process, alternating which solver goes first: time ``build_snapshot`` and one ``run_cycle``
+with the default config (fair share, then every action: allocate, consolidate, reclaim, preempt,
+stale-gang; each action timed on its own) with ``time.perf_counter``, then read the placement quality
+from the decisions. Then the same at ``--scale`` times the nodes, pods and queues (default 4: 4,000
+nodes, 40,000 pending pods, 200 queues), and the ratio of the two sizes' cycles. Last, per size, a fresh
+process measures resident memory: kaid's daemon imported, the objects held, the peak over a snapshot
+and a cycle. Report median and p99 (nearest rank: with 5 repeats it is the slowest run) and the ratios
+cpsat/greedy. Nothing here asserts on time.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
+import os
 import random
+import resource
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.common import fmt as _fmt
 from benchmarks.common import machine_info, output_args, profile, profile_args, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
+from kaid import cycle
+from kaid.actions.session import Session
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
@@ -293,16 +306,41 @@ def build_workload(nodes: int = 1000, pods: int = 10_000, queues: int = 50, seed
 
 # ======================================================================================== measuring
 def config_for(solver: str) -> SchedulerConfig:
-    """The allocate action alone: reclaim, preempt and consolidate are bench_victims' subject."""
-    return SchedulerConfig(placement=PlacementConfig.model_validate({"gangSolver": solver}), actions=("allocate",))
+    """The default config (every action) with this gang solver."""
+    return SchedulerConfig(placement=PlacementConfig.model_validate({"gangSolver": solver}))
 
 
 @dataclass
 class RunResult:
     snapshot_s: float
-    cycle_s: float
+    cycle_s: float  # run_cycle: fair share, every action, the decisions
     cycle_cpu_s: float  # CPU time of this process during the cycle: less sensitive to other load
+    actions_s: dict[str, float]  # each action's share of the cycle
     decisions: Decisions
+
+    @property
+    def total_s(self) -> float:
+        """A cold cycle: the snapshot built from the objects, then the cycle."""
+        return self.snapshot_s + self.cycle_s
+
+
+@contextmanager
+def timed_actions(into: dict[str, float]) -> Iterator[None]:
+    """Time each action of ``kaid.cycle.ACTIONS`` while the block runs (the table is put back after)."""
+    original = cycle.ACTIONS
+
+    def timed(name: str, action: Callable[[Session], None]) -> Callable[[Session], None]:
+        def run(session: Session) -> None:
+            t0 = time.perf_counter()
+            action(session)
+            into[name] = into.get(name, 0.0) + time.perf_counter() - t0
+        return run
+
+    cycle.ACTIONS = tuple((name, timed(str(name), action)) for name, action in original)
+    try:
+        yield
+    finally:
+        cycle.ACTIONS = original
 
 
 def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
@@ -312,10 +350,12 @@ def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
     snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
     t1 = time.perf_counter()
     c1 = time.process_time()
-    decisions = run_cycle(snap, cfg)
+    actions: dict[str, float] = {}
+    with timed_actions(actions):
+        decisions = run_cycle(snap, cfg)
     t2 = time.perf_counter()
     c2 = time.process_time()
-    return RunResult(t1 - t0, t2 - t1, c2 - c1, decisions)
+    return RunResult(t1 - t0, t2 - t1, c2 - c1, actions, decisions)
 
 
 def gang_nodes(decisions: Decisions, wl: Workload) -> dict[str, set[str]]:
@@ -337,6 +377,8 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
         "pods_bound": len(decisions.binds),
         "jobs_bound": len({b.job for b in decisions.binds}),
         "jobs_pending": len(decisions.pending),
+        "pods_evicted": len(decisions.evictions),
+        "pods_pipelined": len(decisions.pipelined),
         "gangs_placed": len(nodes),
         "gang_nodes_mean": round(statistics.fmean(spans), 3) if spans else 0.0,
         "gang_nodes_max": max(spans, default=0),
@@ -350,41 +392,71 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
-                  progress: bool = False) -> dict[str, Any]:
-    """Build the workload once, run both solvers ``repeat`` times each, and return the report."""
-    if repeat < 1:
-        raise ValueError("--repeat must be at least 1")
-    load_before = machine_info()["loadavg"]
-    wl = build_workload(nodes, pods, queues, seed)
-    snaps: dict[str, list[float]] = {s: [] for s in SOLVERS}
-    cycles: dict[str, list[float]] = {s: [] for s in SOLVERS}
-    cycles_cpu: dict[str, list[float]] = {s: [] for s in SOLVERS}
-    solver_s: dict[str, list[float]] = {s: [] for s in SOLVERS}
+def rss_probe(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]:
+    """In a fresh interpreter: resident memory (MB) with kaid's daemon imported, with the cluster's objects held as
+    its watch cache holds them (as they come; the workload's objects carry only what a kwok cluster's do), and at
+    the peak of a snapshot and a cpsat cycle over them: what kaid holds at that size, less the client's buffers."""
+    code = ("import json, sys; from benchmarks.bench_allocate import _rss_here; "
+            f"print(json.dumps(_rss_here({nodes}, {pods}, {queues}, {seed})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"rc {done.returncode}"}
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _rss_now() -> float:
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _rss_here(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]:
+    import kaid.kube.daemon  # noqa: F401  (what the daemon imports besides the engine)
+
+    gc.collect()
+    imports = _rss_now()
+    objects = build_workload(nodes, pods, queues, seed).objects  # the watch cache holds the objects as they come
+    gc.collect()
+    held = _rss_now()
+    cfg = config_for("cpsat")
+    run_cycle(build_snapshot(objects, cfg, EPOCH + 3600.0), cfg)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1000  # kB on Linux
+    return {"imports_mb": round(imports, 1), "objects_mb": round(held - imports, 1), "peak_mb": round(peak, 1)}
+
+
+def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, Any]:
+    """Both solvers ``repeat`` times each on one workload, alternating which goes first."""
+    runs: dict[str, list[RunResult]] = {s: [] for s in SOLVERS}
     qualities: dict[str, list[dict[str, Any]]] = {s: [] for s in SOLVERS}
     spans: dict[str, dict[str, int]] = {}
     for r in range(repeat):
         order = SOLVERS if r % 2 == 0 else SOLVERS[::-1]
         for solver in order:
             res = run_once(wl, config_for(solver))
-            snaps[solver].append(res.snapshot_s)
-            cycles[solver].append(res.cycle_s)
-            cycles_cpu[solver].append(res.cycle_cpu_s)
-            solver_s[solver].append(res.decisions.stats.solver_s)
+            runs[solver].append(res)
             qualities[solver].append(quality(res.decisions, wl))
             if r == 0:
                 spans[solver] = {k: len(v) for k, v in gang_nodes(res.decisions, wl).items()}
             if progress:
-                print(f"  repeat {r + 1}/{repeat} {solver:6s}: snapshot {res.snapshot_s:7.3f} s, "
-                      f"cycle {res.cycle_s:7.3f} s, {len(res.decisions.binds)} pods bound", file=sys.stderr)
+                acts = ", ".join(f"{k} {v:.2f}" for k, v in res.actions_s.items())
+                print(f"  {label} repeat {r + 1}/{repeat} {solver:6s}: snapshot {res.snapshot_s:6.2f} s, "
+                      f"cycle {res.cycle_s:6.2f} s ({acts}), {len(res.decisions.binds)} pods bound",
+                      file=sys.stderr, flush=True)
+            res.decisions = Decisions()  # the next run must not share memory with this one's decisions
     results: dict[str, Any] = {}
     for solver in SOLVERS:
         first = qualities[solver][0]
+        rs = runs[solver]
+        names = list(rs[0].actions_s)
         results[solver] = {
-            "snapshot_s": _timing(snaps[solver]),
-            "cycle_s": _timing(cycles[solver]),
-            "cycle_cpu_s": _timing(cycles_cpu[solver]),
-            "solver_s": _timing(solver_s[solver]),
+            "snapshot_s": _timing([x.snapshot_s for x in rs]),
+            "cycle_s": _timing([x.cycle_s for x in rs]),
+            "total_s": _timing([x.total_s for x in rs]),
+            "cycle_cpu_s": _timing([x.cycle_cpu_s for x in rs]),
+            "solver_s": _timing([x.decisions.stats.solver_s for x in rs]),
+            "actions_s": {a: statistics.median(x.actions_s.get(a, 0.0) for x in rs) for a in names},
+            "fair_share_and_decisions_s": statistics.median(x.cycle_s - sum(x.actions_s.values()) for x in rs),
             **first,
             "quality_stable": all(q == first for q in qualities[solver]),
         }
@@ -405,39 +477,70 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
         "snapshot_median": _ratio(cp["snapshot_s"]["median"], gr["snapshot_s"]["median"]),
         "cycle_median": _ratio(cp["cycle_s"]["median"], gr["cycle_s"]["median"]),
         "cycle_p99": _ratio(cp["cycle_s"]["p99"], gr["cycle_s"]["p99"]),
+        "total_median": _ratio(cp["total_s"]["median"], gr["total_s"]["median"]),
         **{k: _ratio(cp[k], gr[k]) for k in ("gpus_allocated", "pods_bound", "gangs_placed", "gang_nodes_mean",
                                              "gang_nodes_max", "topology_gang_racks_mean")},
     }
-    return {
+    return {"workload": wl.summary, "results": results, "ratios": ratios, "comparison": comparison}
+
+
+def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
+                  progress: bool = False, scale: int = 4, rss: bool = True) -> dict[str, Any]:
+    """Build the workload, run both solvers ``repeat`` times each, and the same at ``scale`` times the nodes, pods
+    and queues (its own workload, same seed); return the report."""
+    if repeat < 1:
+        raise ValueError("--repeat must be at least 1")
+    if scale < 0:
+        raise ValueError("--scale must not be negative")
+    load_before = machine_info()["loadavg"]
+    from ortools.sat.python import cp_model  # noqa: F401  (the engine imports it on first use: not a cycle's cost)
+
+    base = measure(build_workload(nodes, pods, queues, seed), repeat, progress, f"{nodes} nodes")
+    report: dict[str, Any] = {
         "benchmark": "bench_allocate",
-        "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed},
-        "machine": {**machine_info(), "loadavg_before": load_before},
-        "workload": wl.summary,
-        "results": results,
-        "ratios": ratios,
-        "comparison": comparison,
+        "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed, "scale": scale},
+        **base,
     }
+    sizes = [(nodes, pods, queues)]
+    if scale > 1:
+        big = (nodes * scale, pods * scale, queues * scale)
+        sizes.append(big)
+        larger = measure(build_workload(*big, seed), repeat, progress, f"{big[0]} nodes")
+        report["larger"] = larger
+        report["scaling"] = {s: {k: _ratio(larger["results"][s][k]["median"], base["results"][s][k]["median"])
+                                 for k in ("total_s", "cycle_s", "snapshot_s")} for s in SOLVERS}
+    if rss:
+        report["rss"] = {f"{n}x{p}x{q}": rss_probe(n, p, q, seed) for n, p, q in sizes}
+    report["machine"] = {**machine_info(), "loadavg_before": load_before}
+    return report
 
 
 # ========================================================================================= reporting
 
 
-def format_report(report: dict[str, Any]) -> str:
-    res, ratios, cmp_ = report["results"], report["ratios"], report["comparison"]
+def _table(part: dict[str, Any]) -> list[str]:
+    res, ratios = part["results"], part["ratios"]
     cp, gr = res["cpsat"], res["greedy"]
-    wl, args = report["workload"], report["args"]
     rows: list[tuple[str, Any, Any, Any]] = [
-        ("snapshot build, median (s)", cp["snapshot_s"]["median"], gr["snapshot_s"]["median"],
+        ("cold cycle (snapshot + cycle), median (s)", cp["total_s"]["median"], gr["total_s"]["median"],
+         ratios["total_median"]),
+        ("  snapshot build, median (s)", cp["snapshot_s"]["median"], gr["snapshot_s"]["median"],
          ratios["snapshot_median"]),
-        ("snapshot build, p99 (s)", cp["snapshot_s"]["p99"], gr["snapshot_s"]["p99"],
-         _ratio(cp["snapshot_s"]["p99"], gr["snapshot_s"]["p99"])),
-        ("allocate cycle, median (s)", cp["cycle_s"]["median"], gr["cycle_s"]["median"], ratios["cycle_median"]),
-        ("allocate cycle, p99 (s)", cp["cycle_s"]["p99"], gr["cycle_s"]["p99"], ratios["cycle_p99"]),
-        ("allocate cycle CPU time, median (s)", cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"],
+        ("  cycle, every action, median (s)", cp["cycle_s"]["median"], gr["cycle_s"]["median"],
+         ratios["cycle_median"]),
+        ("  cycle, p99 (s)", cp["cycle_s"]["p99"], gr["cycle_s"]["p99"], ratios["cycle_p99"]),
+        ("  cycle CPU time, median (s)", cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"],
          _ratio(cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"])),
-        ("  of which CP-SAT wall, median (s)", cp["solver_s"]["median"], gr["solver_s"]["median"], None),
+        ("    fair share and decisions (s)", cp["fair_share_and_decisions_s"], gr["fair_share_and_decisions_s"],
+         None),
+    ]
+    rows += [(f"    {a} (s)", cp["actions_s"].get(a), gr["actions_s"].get(a), None) for a in cp["actions_s"]]
+    rows += [
+        ("    of which CP-SAT wall (s)", cp["solver_s"]["median"], gr["solver_s"]["median"], None),
         ("GPUs allocated", cp["gpus_allocated"], gr["gpus_allocated"], ratios["gpus_allocated"]),
         ("pods bound", cp["pods_bound"], gr["pods_bound"], ratios["pods_bound"]),
+        ("pods evicted; pipelined", f"{cp['pods_evicted']}; {cp['pods_pipelined']}",
+         f"{gr['pods_evicted']}; {gr['pods_pipelined']}", None),
         ("jobs still pending", cp["jobs_pending"], gr["jobs_pending"], _ratio(cp["jobs_pending"], gr["jobs_pending"])),
         ("gangs placed", cp["gangs_placed"], gr["gangs_placed"], ratios["gangs_placed"]),
         ("  placed by CP-SAT", cp["gangs_cpsat"], gr["gangs_cpsat"], None),
@@ -450,37 +553,56 @@ def format_report(report: dict[str, Any]) -> str:
         ("same result every repeat", cp["quality_stable"], gr["quality_stable"], None),
     ]
     width = max(len(r[0]) for r in rows)
+    wl, cmp_ = part["workload"], part["comparison"]
     lines = [
-        f"bench_allocate: {wl['nodes']} nodes x {GPUS_PER_NODE} GPUs ({wl['racks']} racks, {wl['zones']} zones), "
-        f"{wl['queues']} queues ({wl['leaf_queues']} leaves), {args['repeat']} repeats, seed {args['seed']}",
-        f"background: {wl['background_pods']} running pods on {wl['background_devices_used']} GPUs "
-        f"({wl['background_gpu_share']:.0%}); pending: {wl['pending_pods']} pods, {wl['pending_gpus']:g} GPUs "
-        f"({wl['single_pods']} single-GPU, {wl['fractional_pods']} fractional in {wl['fractional_jobs']} jobs, "
-        f"{wl['gang_pods']} in {wl['gangs']} gangs, {wl['topology_gangs']} of them rack-preferring, "
-        f"largest {wl['largest_gang_pods']} pods)",
-        f"machine: {report['machine']['cpus']} CPUs, load average (1, 5, 15 min) "
-        f"{report['machine']['loadavg_before']} before, {report['machine']['loadavg']} after, "
-        f"Python {report['machine']['python']}, OR-Tools {report['machine']['ortools']}, engine at commit "
-        f"{report['machine']['commit']}"
-        f"{' with uncommitted changes in kaid/' if report['machine']['kaid_uncommitted_changes'] else ''}",
+        f"{wl['nodes']} nodes x {GPUS_PER_NODE} GPUs ({wl['racks']} racks, {wl['zones']} zones), {wl['queues']} queues "
+        f"({wl['leaf_queues']} leaves); background: {wl['background_pods']} running pods on "
+        f"{wl['background_devices_used']} GPUs ({wl['background_gpu_share']:.0%}); pending: {wl['pending_pods']} pods, "
+        f"{wl['pending_gpus']:g} GPUs ({wl['single_pods']} single-GPU, {wl['fractional_pods']} fractional in "
+        f"{wl['fractional_jobs']} jobs, {wl['gang_pods']} in {wl['gangs']} gangs, {wl['topology_gangs']} of them "
+        f"rack-preferring, largest {wl['largest_gang_pods']} pods)",
         "",
         f"{'metric':<{width}}  {'cpsat':>10}  {'greedy':>10}  {'cpsat/greedy':>12}",
         f"{'-' * width}  {'-' * 10}  {'-' * 10}  {'-' * 12}",
     ]
     lines += [f"{name:<{width}}  {_fmt(a):>10}  {_fmt(b):>10}  {_fmt(r):>12}" for name, a, b, r in rows]
     lines += [
-        "",
         f"gangs placed by both: {cmp_['gangs_both_placed']}; CP-SAT used fewer nodes for {cmp_['cpsat_fewer_nodes']}, "
         f"more for {cmp_['cpsat_more_nodes']}, as many for {cmp_['same_nodes']} "
         f"(nodes saved by CP-SAT over those gangs: {cmp_['nodes_saved_total']:+d}); "
         f"placed by CP-SAT only: {cmp_['only_cpsat_placed']}, by greedy only: {cmp_['only_greedy_placed']}",
         f"same cluster state, gang by gang (cpsat run): the plan taken used fewer nodes than the greedy plan for "
-        f"{report['results']['cpsat']['same_state_fewer']} gangs, more for "
-        f"{report['results']['cpsat']['same_state_more']}; greedy found no plan for "
-        f"{report['results']['cpsat']['same_state_greedy_failed']} of the gangs CP-SAT placed",
-        "(times are medians and nearest-rank p99 over the repeats, measured with time.perf_counter; the two solvers "
-        "run in the same process, alternating which goes first)",
+        f"{res['cpsat']['same_state_fewer']} gangs, more for {res['cpsat']['same_state_more']}; greedy found no plan "
+        f"for {res['cpsat']['same_state_greedy_failed']} of the gangs CP-SAT placed",
     ]
+    return lines
+
+
+def format_report(report: dict[str, Any]) -> str:
+    args, m = report["args"], report["machine"]
+    lines = [
+        f"bench_allocate: one cold cycle (snapshot, fair share, every action), CP-SAT against greedy gang placement; "
+        f"{args['repeat']} repeats, seed {args['seed']}",
+        f"machine: {m['cpus']} CPUs, load average (1, 5, 15 min) {m['loadavg_before']} before, {m['loadavg']} after, "
+        f"Python {m['python']}, OR-Tools {m['ortools']}, engine at commit {m['commit']}"
+        f"{' with uncommitted changes in kaid/' if m['kaid_uncommitted_changes'] else ''}",
+        "",
+        *_table(report),
+    ]
+    if "larger" in report:
+        lines += ["", *_table(report["larger"]), ""]
+        for solver, row in report["scaling"].items():
+            lines.append(f"{args['scale']} times the cluster, {solver}: cold cycle x{_fmt(row['total_s'])}, "
+                         f"cycle x{_fmt(row['cycle_s'])}, snapshot x{_fmt(row['snapshot_s'])} (medians)")
+    for size, row in report.get("rss", {}).items():
+        if "error" in row:
+            lines.append(f"resident memory at {size}: not measured ({row['error']})")
+        else:
+            lines.append(f"resident memory at {size} (nodes x pending pods x queues), a fresh process: "
+                         f"{row['imports_mb']:g} MB with kaid imported, +{row['objects_mb']:g} MB for the objects "
+                         f"as the watch cache holds them, peak {row['peak_mb']:g} MB over a snapshot and a cpsat cycle")
+    lines.append("(times are medians and nearest-rank p99 over the repeats, measured with time.perf_counter; the two "
+                 "solvers run in the same process, alternating which goes first)")
     return "\n".join(lines)
 
 
@@ -503,6 +625,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         f"at least {MIN_QUEUES})")
     p.add_argument("--repeat", type=int, default=5, help="measured runs per solver (default 5)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--scale", type=int, default=4,
+                   help="also measure a cluster this many times larger in nodes, pods and queues (default 4: "
+                        "4,000 nodes, 40,000 pending pods, 200 queues; 0 or 1: only the first size)")
+    p.add_argument("--no-rss", action="store_true", help="skip the resident-memory probes (a fresh process per size)")
     profile_args(p, SOLVERS)
     output_args(p)
     return p.parse_args(argv)
@@ -515,12 +641,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             wl = build_workload(args.nodes, args.pods, args.queues, args.seed)
             print(profile_cycle(wl, args.profile, args.profile_top, args.profile_out))
             return 0
-        report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet)
+        report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet,
+                               scale=args.scale, rss=not args.no_rss)
     except ValueError as err:
         print(f"bench_allocate: {err}", file=sys.stderr)
         return 2
     print(format_report(report))
-    write_report("bench_allocate", report, args, bulky=("comparison",))
+    if "larger" in report:
+        report["larger"]["comparison"].pop("per_gang_nodes", None)  # the first size's is enough for the JSON
+    write_report("bench_allocate", report, args, bulky=("comparison", "larger"))
     return 0
 
 

@@ -18,15 +18,16 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import bench_allocate as bench  # noqa: E402
 
-TINY = ["--nodes", "20", "--pods", "200", "--queues", "50", "--repeat", "1", "--seed", "3", "--quiet"]
+TINY = ["--nodes", "20", "--pods", "200", "--queues", "50", "--repeat", "1", "--seed", "3", "--scale", "2", "--quiet"]
 
 SOLVER_KEYS = {
-    "snapshot_s", "cycle_s", "cycle_cpu_s", "solver_s", "gpus_allocated", "pods_bound", "jobs_bound", "jobs_pending",
+    "snapshot_s", "cycle_s", "total_s", "cycle_cpu_s", "solver_s", "actions_s", "fair_share_and_decisions_s",
+    "gpus_allocated", "pods_bound", "jobs_bound", "jobs_pending",
     "gangs_placed", "gang_nodes_mean", "gang_nodes_max", "topology_gangs_placed", "topology_gang_racks_mean",
     "gangs_cpsat", "quality_stable",
 }
-RATIO_KEYS = {"snapshot_median", "cycle_median", "cycle_p99", "gpus_allocated", "pods_bound", "gangs_placed",
-              "gang_nodes_mean", "gang_nodes_max", "topology_gang_racks_mean"}
+RATIO_KEYS = {"snapshot_median", "cycle_median", "cycle_p99", "total_median", "gpus_allocated", "pods_bound",
+              "gangs_placed", "gang_nodes_mean", "gang_nodes_max", "topology_gang_racks_mean"}
 COMPARISON_KEYS = {"gangs_both_placed", "cpsat_fewer_nodes", "cpsat_more_nodes", "same_nodes", "nodes_saved_total",
                    "only_cpsat_placed", "only_greedy_placed", "per_gang_nodes"}
 
@@ -40,17 +41,24 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_report_has_every_key(report: dict[str, Any]) -> None:
-    assert {"benchmark", "args", "machine", "workload", "results", "ratios", "comparison"} <= set(report)
+    assert {"benchmark", "args", "machine", "workload", "results", "ratios", "comparison", "larger", "scaling",
+            "rss"} <= set(report)
     assert set(report["results"]) == {"cpsat", "greedy"}
     for solver in ("cpsat", "greedy"):
         res = report["results"][solver]
         assert set(res) >= SOLVER_KEYS, SOLVER_KEYS - set(res)
-        for timing in ("snapshot_s", "cycle_s", "cycle_cpu_s", "solver_s"):
+        for timing in ("snapshot_s", "cycle_s", "total_s", "cycle_cpu_s", "solver_s"):
             assert {"median", "p99", "runs"} <= set(res[timing])
             assert len(res[timing]["runs"]) == 1
+        assert set(res["actions_s"]) == {"allocate", "consolidate", "reclaim", "preempt", "stale-gang"}
+        assert set(report["larger"]["results"][solver]) >= SOLVER_KEYS
+        assert set(report["scaling"][solver]) == {"total_s", "cycle_s", "snapshot_s"}
     assert set(report["ratios"]) >= RATIO_KEYS
     assert set(report["comparison"]) >= COMPARISON_KEYS
-    assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3}
+    assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3, "scale": 2}
+    assert report["larger"]["workload"]["nodes"] == 40
+    for size in ("20x200x50", "40x400x100"):
+        assert report["rss"][size]["peak_mb"] >= report["rss"][size]["imports_mb"] > 0
 
 
 def test_every_solver_binds_pods(report: dict[str, Any]) -> None:
@@ -83,10 +91,12 @@ def test_workload_is_deterministic() -> None:
 
 
 def test_text_report_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench.main(["--nodes", "8", "--pods", "40", "--repeat", "1", "--quiet"]) == 0
+    assert bench.main(["--nodes", "8", "--pods", "40", "--queues", "18", "--repeat", "1", "--scale", "2", "--no-rss",
+                       "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "cpsat/greedy" in out
-    assert "allocate cycle, median (s)" in out
+    assert "cycle, every action, median (s)" in out
+    assert "2 times the cluster, cpsat: cold cycle x" in out
     assert bench.main(["--queues", "5", "--quiet"]) == 2
     assert "at least" in capsys.readouterr().err
 
