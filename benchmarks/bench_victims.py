@@ -540,6 +540,7 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
         session = args["session"]
         mark = session.checkpoint()
         kept = (session.cfg, session.victim_stats, {k: list(v) for k, v in session.reasons.items()})
+        budget = getattr(session, "scenarios_left", None)  # the shadow search must not spend the real one's
         scratch = type(session.victim_stats)()
         session.cfg, session.victim_stats = greedy_cfg, scratch
         t0 = time.perf_counter()
@@ -547,6 +548,8 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
         shadow_s.append(time.perf_counter() - t0)
         session.rollback(mark)
         session.cfg, session.victim_stats, session.reasons = kept
+        if budget is not None:
+            session.scenarios_left = budget
         if ok and scratch.decisions:
             d = scratch.decisions[-1]
             shadow_out[d.job] = {"action": d.action, "method": d.method, "gpus_evicted": d.gpus_evicted,

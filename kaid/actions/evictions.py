@@ -75,8 +75,9 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     order = job_order(session, pending)
     searches = 0
     failed: set[tuple[object, ...]] = set()
+    session.scenarios_left = session.cfg.maxVictimScenarios
     while (job := order.pop()) is not None:
-        if searches >= session.cfg.maxVictimSearches:
+        if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
         batch = gangs.tasks_to_allocate(job)
         shape = _shape(job, batch)
@@ -108,6 +109,7 @@ def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
         if why is not SILENT:
             session.say(att.job, why)
         return False
+    session.scenarios_left -= 1
     free = run(session, att, [], _validator(session, rules, att))
     if free is not None:  # it fits on what this cycle's evictions freed: no victim of its own needed
         _record(session, att, Found([], free, "none"))
@@ -121,6 +123,12 @@ def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
     found = _first_found(session, rules, att, search)
     if found is not None and rules.solver and _solver_applies(session, att):
         found = _cheaper(session, rules, att, search, found)
+    if found is None and session.scenarios_left <= 0:
+        session.say(att.job, Reason(
+            ReasonCode.NOT_PLACED_THIS_CYCLE, f"{rules.action} simulated its {session.cfg.maxVictimScenarios} victim "
+            "scenarios for this cycle (maxVictimScenarios) before it found victims for this job; it searches again "
+            "next cycle", {"action": rules.action, "maxVictimScenarios": session.cfg.maxVictimScenarios}))
+        return False
     if found is None:
         _explain(session, rules, att, search, protected)
         return False
@@ -195,6 +203,9 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -
         evict(session, att, [unit])
         if not room.could_fit(unit):
             continue
+        if session.scenarios_left <= 0:
+            break
+        session.scenarios_left -= 1
         out = settle(session, att, [search.units[j] for j in chosen], valid)
         if out is not None:
             out.start = start

@@ -66,12 +66,13 @@ def initial_state(sc: Scenario) -> dict[str, TaskStatus]:
 
 def harness_config(sc: Scenario) -> SchedulerConfig:
     """KAI's harness settings: stale gangs evicted in the first session that sees them, consolidation with
-    no cap on victims, binpack for GPUs and CPUs, and no cap on the victim searches."""
+    no cap on victims, binpack for GPUs and CPUs, and no cap on the victim searches or their scenarios."""
     return SchedulerConfig(
         actions=tuple(ACTIONS[a] for a in sc.actions),
         staleGangGraceSeconds=0.0,
         maxConsolidationMoves=1_000_000,
         maxVictimSearches=1_000_000,
+        maxVictimScenarios=1_000_000,
     )
 
 
