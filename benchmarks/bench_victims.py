@@ -62,7 +62,7 @@ from kaid.actions import evictions
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
 from kaid.api.meta import format_time
-from kaid.cycle import Decisions, run_cycle
+from kaid.cycle import Decisions, Eviction, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.sim.cluster import EPOCH, NAMESPACE, gpu_node, job_objects, queue_obj
 from kaid.sim.workload import JobSpec
@@ -143,6 +143,7 @@ class Workload:
     reclaimers: set[str] = field(default_factory=set)  # job keys
     preemptors: set[str] = field(default_factory=set)
     job_shape: dict[str, str] = field(default_factory=dict)  # pending job key -> "8 pods x 8 GPUs in a-0 (train)"
+    running: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # job key -> (started, minMember, pods)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # leaf -> quota, running, pending GPUs
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -354,6 +355,7 @@ def build_workload(nodes: int = 1000, reclaimers: int = 40, preemptors: int | No
     for job, slots in placed:
         objs = _set_running(job_objects(job.spec, job.started), job, slots)
         objects += objs
+        wl.running[f"{NAMESPACE}/{job.spec.name}"] = (job.started, job.spec.min_member, job.spec.pods)
         counts["running_jobs"] += 1
         counts["running_pods"] += job.spec.pods
         counts["running_gangs"] += job.spec.min_member > 1
@@ -469,23 +471,47 @@ def run_once(wl: Workload, cfg: SchedulerConfig, time_tries: bool = True) -> Run
 
 
 def per_job(decisions: Decisions, wl: Workload) -> dict[str, dict[str, Any]]:
-    """Per job served by reclaim or preempt: GPUs and pods evicted, GPUs placed, how."""
+    """Per job served by reclaim or preempt: GPUs and pods evicted, GPU-hours lost, GPUs placed, how."""
+    by: dict[str, list[Eviction]] = {}
+    for e in decisions.evictions:
+        if e.by is not None:
+            by.setdefault(e.by, []).append(e)
     out: dict[str, dict[str, Any]] = {}
     for d in decisions.victims.decisions:
         out[d.job] = {"action": d.action, "method": d.method, "gpus_evicted": d.gpus_evicted,
+                      "gpu_hours_lost": destroyed(by.get(d.job, []), wl)["gpu_hours_lost"],
                       "gpus_placed": d.gpus_placed, "pods_evicted": d.pods_evicted, "units": d.units}
     return out
+
+
+def destroyed(evictions: Sequence[Eviction], wl: Workload) -> dict[str, Any]:
+    """What the evictions destroy: the GPU-hours of progress since each victim pod started (its GPUs times its
+    running time), the gangs broken (a job of several pods left below its minMember: it restarts whole) and the
+    jobs restarted (every job left below its minMember, single pods included)."""
+    hours = 0.0
+    hit: dict[str, int] = {}
+    for e in evictions:
+        started = wl.running.get(e.job, (NOW, 0, 0))[0]
+        hours += wl.pod_gpus.get(e.pod, 0) * (NOW - started) / 3600.0
+        hit[e.job] = hit.get(e.job, 0) + 1
+    restarted = [k for k, n in hit.items() if k in wl.running and wl.running[k][2] - n < wl.running[k][1]]
+    return {"gpu_hours_lost": round(hours, 1), "jobs_restarted": len(restarted),
+            "gangs_broken": sum(1 for k in restarted if wl.running[k][1] > 1),
+            "elastic_pods_evicted": sum(n for k, n in hit.items() if k not in restarted)}
 
 
 def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     decs = decisions.victims.decisions
     victim_evictions = [e for e in decisions.evictions if e.action in VICTIM_ACTIONS]
     gpus_evicted = sum(wl.pod_gpus.get(e.pod, 0) for e in victim_evictions)
+    lost = destroyed(victim_evictions, wl)
     gpus_placed = sum(b.gpu_milli for b in decisions.pipelined if b.action in VICTIM_ACTIONS) / 1000
     served = {d.job for d in decs}
     evicted_jobs = {e.job for e in victim_evictions}
     return {
         "gpus_evicted": gpus_evicted,
+        **lost,
+        "gpu_hours_lost_per_decision": round(lost["gpu_hours_lost"] / len(decs), 2) if decs else None,
         "gpus_placed": round(gpus_placed, 3),
         "evicted_per_placed": round(gpus_evicted / gpus_placed, 4) if gpus_placed else None,
         "pods_evicted": len(victim_evictions),
@@ -513,6 +539,10 @@ def compare(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], wl: Work
         "jobs_both_served": len(both),
         "cpsat_fewer_gpus": len(fewer),
         "cpsat_more_gpus": len(more),
+        "cpsat_fewer_gpu_hours": sum(1 for k in both if a[k].get("gpu_hours_lost", 0) < b[k].get("gpu_hours_lost", 0)),
+        "cpsat_more_gpu_hours": sum(1 for k in both if a[k].get("gpu_hours_lost", 0) > b[k].get("gpu_hours_lost", 0)),
+        "gpu_hours_saved_total": round(sum(b[k].get("gpu_hours_lost", 0) - a[k].get("gpu_hours_lost", 0)
+                                           for k in both), 1),
         "same_gpus": len(both) - len(fewer) - len(more),
         "gpus_saved_total": round(sum(b[k]["gpus_evicted"] - a[k]["gpus_evicted"] for k in both), 3),
         "cpsat_fewer_pods": sum(1 for k in both if a[k]["pods_evicted"] < b[k]["pods_evicted"]),
@@ -546,6 +576,9 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
         t0 = time.perf_counter()
         ok = original(**args)
         shadow_s.append(time.perf_counter() - t0)
+        mine = {id(op) for op in session.ops[mark:]}
+        hours = sum(wl.pod_gpus.get(op.pod.key, 0) * (NOW - op.pod.started) / 3600.0
+                    for op in session.evictions() if id(op) in mine)
         session.rollback(mark)
         session.cfg, session.victim_stats, session.reasons = kept
         if budget is not None:
@@ -553,7 +586,8 @@ def same_state(wl: Workload, timed_cpsat: dict[str, dict[str, Any]] | None = Non
         if ok and scratch.decisions:
             d = scratch.decisions[-1]
             shadow_out[d.job] = {"action": d.action, "method": d.method, "gpus_evicted": d.gpus_evicted,
-                                 "gpus_placed": d.gpus_placed, "pods_evicted": d.pods_evicted, "units": d.units}
+                                 "gpu_hours_lost": round(hours, 1), "gpus_placed": d.gpus_placed,
+                                 "pods_evicted": d.pods_evicted, "units": d.units}
 
     cfg = config_for("cpsat")
     snap = build_snapshot(wl.objects, cfg, NOW)
@@ -643,7 +677,10 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
         "per_decision": _ratio(cp["per_decision_s"], gr["per_decision_s"]),
         "victim_search_median": _ratio(cp["victim_search_s"]["median"], gr["victim_search_s"]["median"]),
         **{k: _ratio(cp[k], gr[k]) for k in ("gpus_evicted", "gpus_placed", "evicted_per_placed", "pods_evicted",
-                                             "jobs_hit", "decisions")},
+                                             "jobs_hit", "decisions", "gpu_hours_lost", "gpu_hours_lost_per_decision",
+                                             "jobs_restarted", "gangs_broken")},
+        "cycle_vs_allocate_cycle": _ratio(cp["cycle_s"]["median"], cp["allocate_only_cycle_s"]["median"]),
+        "first_fit_cycle_vs_allocate_cycle": _ratio(gr["cycle_s"]["median"], gr["allocate_only_cycle_s"]["median"]),
     }
     if progress and same_state_pass:
         print("  same-state pass (cpsat cycle, first-fit searched and rolled back before each search) ...",
@@ -679,6 +716,14 @@ def format_report(report: dict[str, Any]) -> str:
          _ratio(cp["gpus_evicted_reclaim"], gr["gpus_evicted_reclaim"])),
         ("  by preempt", cp["gpus_evicted_preempt"], gr["gpus_evicted_preempt"],
          _ratio(cp["gpus_evicted_preempt"], gr["gpus_evicted_preempt"])),
+        ("GPU-hours of progress lost (victims' GPUs x running time)", cp["gpu_hours_lost"], gr["gpu_hours_lost"],
+         ratios["gpu_hours_lost"]),
+        ("  per decision", cp["gpu_hours_lost_per_decision"], gr["gpu_hours_lost_per_decision"],
+         ratios["gpu_hours_lost_per_decision"]),
+        ("jobs restarted (left below minMember)", cp["jobs_restarted"], gr["jobs_restarted"],
+         ratios["jobs_restarted"]),
+        ("  of which gangs broken", cp["gangs_broken"], gr["gangs_broken"], ratios["gangs_broken"]),
+        ("elastic pods evicted (their jobs run on)", cp["elastic_pods_evicted"], gr["elastic_pods_evicted"], None),
         ("GPUs placed (pipelined)", cp["gpus_placed"], gr["gpus_placed"], ratios["gpus_placed"]),
         ("GPUs evicted per GPU placed", cp["evicted_per_placed"], gr["evicted_per_placed"],
          ratios["evicted_per_placed"]),
@@ -735,6 +780,10 @@ def format_report(report: dict[str, Any]) -> str:
     lines += [f"{name:<{width}}  {_fmt(a):>10}  {_fmt(b):>10}  {_fmt(r):>12}" for name, a, b, r in rows]
     lines += [
         "",
+        f"cycle with every action against the allocate-only cycle on the same cluster: cpsat x"
+        f"{_fmt(ratios['cycle_vs_allocate_cycle'])}, first-fit x{_fmt(ratios['first_fit_cycle_vs_allocate_cycle'])}",
+        f"whole cycles, jobs served by both: CP-SAT lost fewer GPU-hours for {cmp_['cpsat_fewer_gpu_hours']}, more "
+        f"for {cmp_['cpsat_more_gpu_hours']} (GPU-hours saved: {cmp_['gpu_hours_saved_total']:+g})",
         f"whole cycles, jobs served by both: {cmp_['jobs_both_served']}; CP-SAT evicted fewer GPUs for "
         f"{cmp_['cpsat_fewer_gpus']}, more for {cmp_['cpsat_more_gpus']}, as many for {cmp_['same_gpus']} "
         f"(GPUs saved: {cmp_['gpus_saved_total']:+g}); served by cpsat only: {len(cmp_['only_cpsat_served'])}, "
@@ -746,7 +795,8 @@ def format_report(report: dict[str, Any]) -> str:
             f"{state['jobs_both_served']}; CP-SAT evicted fewer GPUs for {state['cpsat_fewer_gpus']}, more for "
             f"{state['cpsat_more_gpus']}, as many for {state['same_gpus']} (GPUs saved: "
             f"{state['gpus_saved_total']:+g}); first-fit only: {len(state['only_first_fit_served'])}, CP-SAT only: "
-            f"{len(state['only_cpsat_served'])}")
+            f"{len(state['only_cpsat_served'])}; CP-SAT lost fewer GPU-hours for {state['cpsat_fewer_gpu_hours']}, "
+            f"more for {state['cpsat_more_gpu_hours']} (GPU-hours saved: {state['gpu_hours_saved_total']:+g})")
         for row in state["more"]:
             lines.append(f"  CP-SAT evicted more for {row['job']} ({row['shape']}): {row['cpsat']['gpus_evicted']:g} "
                          f"GPUs ({row['cpsat']['method']}, {row['cpsat']['action']}) against "

@@ -26,12 +26,15 @@ SOLVER_KEYS = {
     "victim_search_s", "victim_search_served_s", "victim_searches", "gpus_evicted", "gpus_placed",
     "evicted_per_placed", "pods_evicted", "jobs_hit", "decisions", "reclaim_decisions", "preempt_decisions",
     "decisions_by_cpsat", "decisions_by_first_fit", "reclaimers_served", "preemptors_served", "gpus_evicted_reclaim",
-    "gpus_evicted_preempt", "quality_stable", "slowest_searches", "unserved",
+    "gpus_evicted_preempt", "quality_stable", "slowest_searches", "unserved", "gpu_hours_lost",
+    "gpu_hours_lost_per_decision", "jobs_restarted", "gangs_broken", "elastic_pods_evicted",
 }
 RATIO_KEYS = {"cycle_median", "cycle_p99", "per_decision", "victim_search_median", "gpus_evicted", "gpus_placed",
-              "evicted_per_placed", "pods_evicted", "jobs_hit", "decisions"}
+              "evicted_per_placed", "pods_evicted", "jobs_hit", "decisions", "gpu_hours_lost", "jobs_restarted",
+              "gangs_broken", "cycle_vs_allocate_cycle", "first_fit_cycle_vs_allocate_cycle"}
 COMPARISON_KEYS = {"jobs_both_served", "cpsat_fewer_gpus", "cpsat_more_gpus", "same_gpus", "gpus_saved_total",
-                   "only_cpsat_served", "only_first_fit_served", "more", "per_job"}
+                   "only_cpsat_served", "only_first_fit_served", "more", "per_job", "cpsat_fewer_gpu_hours",
+                   "cpsat_more_gpu_hours", "gpu_hours_saved_total"}
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +109,13 @@ def test_profile_mode(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "by cumulative" in out
     assert "by tottime" in out
+
+
+def test_what_the_evictions_destroy(report: dict[str, Any]) -> None:
+    """Every victim ran for at least START_SPREAD_S[0], so each GPU evicted loses at least that much progress; the
+    jobs restarted are among the jobs hit, the gangs broken among the jobs restarted."""
+    for solver in ("cpsat", "greedy"):
+        res = report["results"][solver]
+        assert res["gpu_hours_lost"] >= res["gpus_evicted"] * bench.START_SPREAD_S[0] / 3600 - 0.1
+        assert res["gangs_broken"] <= res["jobs_restarted"] <= res["jobs_hit"]
+        assert (res["gpu_hours_lost"] > 0) == (res["gpus_evicted"] > 0)
