@@ -314,15 +314,12 @@ class Room:
                 if self.mask[n.index]:
                     self.idle_sum += n.idle - self.idle[n.index]
                     self.idle[n.index] = n.idle
-            if self.idle_sum + self.releasing < self.whole:
-                return False
-        if self.alike:
+        if self.alike:  # both bounds are kept up to date whatever the answer: the next unit builds on them
             for i, c in self._rooms(list(nodes)).items():
                 self.room_sum += c - self.room.get(i, 0)
                 self.room[i] = c
-            if self.room_sum < self.need:
-                return False
-        return True
+        return not ((self.whole and self.idle_sum + self.releasing < self.whole)
+                    or (self.alike and self.room_sum < self.need))
 
 
 def _solver_applies(session: Session, att: Attempt) -> bool:
