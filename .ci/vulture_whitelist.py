@@ -32,3 +32,4 @@ daemon.Daemon.early_bound  # read by tests/e2e/test_kaid.py (what the early cycl
 objects.Job.subgroups  # PodGroup spec.subGroups, read for the contract, not scheduled on yet
 objects.Queue.display  # Queue spec.displayName, read for the contract
 allocate.AllocateStats.gangs_improved  # read by tests/test_allocate.py
+bench_allocate._rss_here  # run by name in a fresh interpreter (bench_allocate.rss_probe)

@@ -392,7 +392,7 @@ def quality(decisions: Decisions, wl: Workload) -> dict[str, Any]:
     }
 
 
-def rss_probe(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]:
+def rss_probe(nodes: int, pods: int, queues: int, seed: int) -> dict[str, Any]:
     """In a fresh interpreter: resident memory (MB) with kaid's daemon imported, with the cluster's objects held as
     its watch cache holds them (as they come; the workload's objects carry only what a kwok cluster's do), and at
     the peak of a snapshot and a cpsat cycle over them: what kaid holds at that size, less the client's buffers."""
@@ -402,7 +402,7 @@ def rss_probe(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]
                           cwd=str(Path(__file__).resolve().parent.parent))
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"rc {done.returncode}"}
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
