@@ -76,17 +76,19 @@ def running(job: Job) -> list[Pod]:
 
 def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[list[Unit], int]:
     """Eviction units of a running job, in the order they go; the second value counts pods protected by min
-    runtime (a protected job may only lose its elastic pods)."""
+    runtime. A protected job, or one with pods pipelined (being moved: its running pods are not the whole
+    gang), may only lose its elastic pods."""
     alive = running(job)
     if not alive:
         return [], 0
     batches = gangs.eviction_batches(job, alive)
     young = [p for p in alive if min_runtime > 0 and now - p.started < min_runtime]
-    protected = 0
-    if young:
-        protected = len(batches[-1])
+    moving = any(p.status == PodStatus.PIPELINED for p in job.pods)
+    protected = len(batches[-1]) if young else 0
+    if young or moving:
         batches = batches[:-1]
-    out = [_unit(job, pods, k < len(batches) - 1 or bool(young), queue, now) for k, pods in enumerate(batches)]
+    out = [_unit(job, pods, k < len(batches) - 1 or bool(young) or moving, queue, now)
+           for k, pods in enumerate(batches)]
     return out, protected
 
 
