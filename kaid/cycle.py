@@ -120,7 +120,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     ``kaictl explain`` uses; the decisions about other jobs are then incomplete. ``on_bind`` receives each
     job's binds as soon as allocate commits them (they are in the Decisions too), so that a daemon can
     start binding while the rest of the cycle decides."""
-    compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0, k_value=cfg.kValue)
+    compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     index = NodeIndex(snap.nodes)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
@@ -158,6 +158,5 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     after = {row.name: row for row in queue_rows(snap)}
     for row in fair_rows:
         row.allocated_after = after[row.name].allocated
-        row.used_after = tuple(snap.queues[row.name].allocated)
     out.queues = fair_rows
     return out

@@ -1,6 +1,6 @@
 """Fair share: deserved first, over-quota by priority and weight, capped by limit and request."""
 
-from kaid.fairshare import compute_fair_share, decay_usage
+from kaid.fairshare import compute_fair_share
 from kaid.fairshare.division import Share, divide
 from kaid.model.build import build_snapshot
 from kaid.model.objects import GPU, Snapshot
@@ -94,12 +94,6 @@ def test_usage_history_lowers_weight_of_heavy_users() -> None:
     objs = [*cluster(2), queue("a", gpu=(0, -1, 1)), queue("b", gpu=(0, -1, 1)), *demand("a", 1, 16),
             *demand("b", 1, 16)]
     even = shares(objs, usage={"a": [0.0, 0, 0], "b": [0.0, 0, 0]})
-    skewed = shares(objs, usage={"a": [900.0, 0, 0], "b": [100.0, 0, 0]})
+    skewed = shares(objs, usage={"a": [0.9, 0, 0], "b": [0.1, 0, 0]})  # shares of the cluster's capacity
     assert even["a"] == even["b"] == 8
     assert skewed["a"] < skewed["b"] and skewed["a"] + skewed["b"] == 16
-
-
-def test_decay_usage_half_life() -> None:
-    u = decay_usage([100.0, 0, 0], [0, 0, 0], 60, 60)
-    assert u[0] == 50.0
-    assert decay_usage([100.0, 0, 0], [10, 0, 0], 60, 0) == [0.0, 0.0, 0.0]

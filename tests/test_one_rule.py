@@ -10,8 +10,8 @@ import pytest
 
 from kaid.api import constants as c
 from kaid.api.config import SchedulerConfig
-from kaid.cycle import Bind, Decisions, run_cycle
-from kaid.fairshare import record_usage
+from kaid.cycle import Bind, Decisions
+from kaid.fairshare import UsageHistory, UsageParams
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.daemon import Overlay
 from kaid.model.build import build_snapshot
@@ -100,14 +100,15 @@ def test_room_for_a_pod_shape_is_the_scarcest_resource() -> None:
 
 
 def test_usage_history_is_fed_in_the_engines_units() -> None:
-    """The daemon and the simulator both feed a cycle's allocations through ``record_usage`` (they had fed memory
-    in bytes and in megabytes): milli-GPU, millicores and bytes, what the snapshot's queue holds after the cycle."""
+    """The daemon and the simulator both keep usage through ``UsageHistory.observe`` on a snapshot (they had fed
+    memory in bytes and in megabytes, and counted a cycle period rather than the time that passed): milli-GPU,
+    millicores and bytes times the seconds between two snapshots, and the capacity the same way."""
     cfg = SchedulerConfig()
-    snap = build_snapshot([node("n0"), queue("q"), pod("p", gpus=2, cpu="3", memory="2Gi", queue="q")], cfg, NOW)
-    d = run_cycle(snap, cfg)
-    (row,) = [r for r in d.queues if r.name == "q"]
-    assert row.allocated_after == {"gpu": 2.0, "cpu": 3000, "memory": 2147}
-    usage: dict[str, list[float]] = {}
-    record_usage(usage, d.queues, 10.0, 3600.0)
-    assert usage["q"] == [2000 * 10.0, 3000 * 10.0, 2 * 2**30 * 10.0]
-    assert usage["q"] == [a * 10.0 for a in snap.queues["q"].allocated]
+    objs = [node("n0"), queue("q"), pod("p", gpus=2, cpu="3", memory="2Gi", queue="q", node_name="n0", phase="Running")]
+    history = UsageHistory(UsageParams())
+    first = build_snapshot(objs, cfg, NOW)
+    history.observe(first)
+    history.observe(build_snapshot(objs, cfg, NOW + 10))
+    used, capacity = history.totals()
+    assert used["q"] == [a * 10.0 for a in first.queues["q"].allocated] == [2000 * 10.0, 3000 * 10.0, 2 * 2**30 * 10.0]
+    assert capacity == [c * 10.0 for c in first.capacity()]

@@ -41,7 +41,7 @@ def fairshare_command(
     check_format(output, ("tree", "table", "wide", "json", "yaml"))
     cfg = read_config(config)
     snap = build_snapshot(read_objects(snapshot, None, kubeconfig, context, live=True), cfg, time.time())
-    compute_fair_share(snap, use_usage=cfg.usageHalfLifeSeconds > 0, k_value=cfg.kValue)
+    compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     rows = queue_rows(snap)
     if output in ("json", "yaml"):
         emit_data({"queues": [r.to_dict() for r in rows]}, output)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kaid.api import constants as c
 from kaid.api.crds import validation_message
@@ -112,6 +113,37 @@ class NodeAgentConfig(BaseModel):
                                  "Feature Discovery has not.")
 
 
+class UsageConfig(BaseModel):
+    """Usage history for time-based fair share (KAI's usageDBConfig.usageParams, kept in each Queue's status
+    instead of Prometheus; kaid.fairshare.usage)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = Field(False, description="Weigh each queue's recent use in the division of over-quota "
+                          "resources (kValue says how strongly).")
+    halfLifeSeconds: float = Field(0.0, ge=0, description="Use this long ago counts half (KAI's halfLifePeriod); "
+                                   "0: no decay.")
+    windowSeconds: float = Field(604800.0, gt=0, description="How far back use counts (KAI's windowSize; one week).")
+    windowType: Literal["sliding", "tumbling", "cumulative"] = Field(
+        "sliding", description="sliding: the last windowSeconds; tumbling: since the last window boundary (every "
+        "windowSeconds from tumblingWindowStart); cumulative: all use since the history began (decay alone "
+        "forgets it).")
+    tumblingWindowStart: str = Field("1970-01-01T00:00:00Z", description="A boundary of tumbling windows "
+                                     "(RFC 3339; KAI's tumblingWindowStartTime).")
+    writeIntervalSeconds: float = Field(60.0, gt=0, le=3600, description="How often the leader writes the history "
+                                        "to each Queue's status.usage (a new leader continues from there).")
+
+    @field_validator("tumblingWindowStart")
+    @classmethod
+    def _rfc3339(cls, v: str) -> str:
+        try:
+            when = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{v!r} is not an RFC 3339 time, e.g. 2026-01-05T00:00:00Z") from None
+        if when.tzinfo is None:
+            raise ValueError(f"{v!r} needs its zone, e.g. 2026-01-05T00:00:00Z")
+        return v
+
+
 class SchedulerConfig(BaseModel):
     """Everything the engine and the daemon read from the config file."""
 
@@ -124,13 +156,13 @@ class SchedulerConfig(BaseModel):
     cyclePeriodSeconds: float = Field(1.0, gt=0, le=600)
     clientQPS: float = Field(50.0, gt=0)
     clientBurst: int = Field(100, ge=1)
-    usageHalfLifeSeconds: float = Field(0.0, ge=0, description="0 turns usage history off.")
+    usage: UsageConfig = UsageConfig()
     unmentionedQueueResources: Literal["unmanaged", "kai"] = Field(
         "unmanaged", description="A resource a Queue's spec.resources does not mention: 'unmanaged' (no guarantee, "
         "no limit, weight 1) or 'kai' (KAI's reading: quota 0 and limit 0, so its pods that ask for it never run).")
     kValue: float = Field(1.0, ge=0, description="How strongly usage history moves over-quota weights (KAI's "
-                          "proportion kValue): a queue's weight share w becomes max(0, w + kValue * (w - usage "
-                          "share)). Used only with usage history on.")
+                          "proportion kValue): a queue's weight share w becomes max(0, w + kValue * (w - u)), u its "
+                          "use over the window as a share of the cluster's capacity. Used only with usage on.")
     staleGangGraceSeconds: float = Field(60.0, description="Negative means never evict stale gangs.")
     maxConsolidationMoves: int = Field(8, ge=0)
     maxVictimSearches: int = Field(64, ge=0, description="Pending jobs each of reclaim and preempt may try per "

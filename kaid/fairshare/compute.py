@@ -4,7 +4,7 @@ At the root the amount is the cluster's schedulable capacity; below, a queue's f
 among its children by KAI-Scheduler's rules (``kaid.fairshare.division``): deserved first, even when the
 quotas over-subscribe the parent; then over quota by priority and weight in whole GPUs, with KAI's
 tie-breaks for the GPUs that rounding held back. With usage history on, each queue's over-quota weight
-moves away from its share of the siblings' recent usage by ``kValue``.
+moves away from its recent usage (its share of the cluster's capacity over the window) by ``kValue``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,14 @@ from kaid.model.objects import CPU, GPU, MEM, UNLIMITED, Queue, Snapshot
 WHOLE_UNIT = (1000, 1, 1)
 
 
-def _usage_shares(kids: list[Queue], r: int) -> list[float]:
-    """Each queue's share of its siblings' recent usage (all 0 without history)."""
-    total = sum(q.usage[r] for q in kids)
-    return [q.usage[r] / total if total > 0 else 0.0 for q in kids]
-
-
 def divide_level(amount: int, children: list[Queue], r: int, k_value: float, use_usage: bool) -> None:
     """Divide ``amount`` of resource ``r`` among ``children`` and, recursively, below them."""
     kids = [q for q in children if not q.errors]
     if not kids:
         return
-    usage = _usage_shares(kids, r) if use_usage else [0.0] * len(kids)
+    # each queue's use over the window as a share of the cluster's capacity over it (KAI's normalisation;
+    # kaid.fairshare.usage), not of its siblings' use: using idle resources costs little
+    usage = [q.usage[r] for q in kids] if use_usage else [0.0] * len(kids)
     shares = [Share(q.name, q.priority, q.created, q.quota[r], q.effective_limit(r), q.weight[r], q.requested[r], u)
               for q, u in zip(kids, usage, strict=True)]
     divide(amount, shares, WHOLE_UNIT[r], k_value if use_usage else 0.0)
@@ -52,11 +48,3 @@ def compute_fair_share(snap: Snapshot, use_usage: bool = False, k_value: float =
     roots = sorted((q for q in snap.roots), key=lambda q: q.name)
     for r in (GPU, CPU, MEM):
         divide_level(cap[r], roots, r, k_value, use_usage)
-
-
-def decay_usage(usage: list[float], allocated: list[int], dt: float, half_life: float) -> list[float]:
-    """Exponentially decayed usage (resource-seconds) after ``dt`` seconds at ``allocated``."""
-    if half_life <= 0:
-        return [0.0, 0.0, 0.0]
-    f = 0.5 ** (dt / half_life)
-    return [u * f + a * dt for u, a in zip(usage, allocated, strict=True)]

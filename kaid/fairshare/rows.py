@@ -1,5 +1,5 @@
 """The fair-share contract as the front ends read it: one ``QueueRow`` per queue, in user units (gpu devices,
-cpu millicores, memory megabytes; -1 unlimited), and the usage history the rows feed."""
+cpu millicores, memory megabytes; -1 unlimited)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kaid.fairshare.compute import decay_usage
 from kaid.model.objects import CPU, GPU, MEM, UNLIMITED, Snapshot
 
 Amounts = dict[str, float | int]
@@ -23,8 +22,8 @@ def _units(v: Iterable[int]) -> Amounts:
 @dataclass(slots=True)
 class QueueRow:
     """One queue's shares and accounting. ``allocated`` is what it held when the cycle began; the cycle sets
-    ``allocated_after`` (what it holds once the decisions are applied) and ``used_after`` (the same in the
-    engine's units: milli-GPU, millicores, bytes). ``to_dict`` is the JSON every front end writes."""
+    ``allocated_after`` (what it holds once the decisions are applied). ``to_dict`` is the JSON every front end
+    writes."""
 
     name: str
     parent: str | None
@@ -37,7 +36,6 @@ class QueueRow:
     limit: Amounts
     errors: tuple[str, ...] = ()
     allocated_after: Amounts | None = None
-    used_after: tuple[int, ...] = (0, 0, 0)
 
     @property
     def allocated_final(self) -> Amounts:
@@ -64,10 +62,3 @@ def queue_rows(snap: Snapshot) -> list[QueueRow]:
                      _units(q.allocated), _units(q.alloc_np), _units(q.requested),
                      _units(q.effective_limit(r) for r in (GPU, CPU, MEM)), tuple(e.message for e in q.errors))
             for q in sorted(snap.queues.values(), key=lambda q: (q.depth, q.name))]
-
-
-def record_usage(usage: dict[str, list[float]], rows: Iterable[QueueRow], dt: float, half_life: float) -> None:
-    """Add ``dt`` seconds at each queue's allocation after a cycle to its decayed usage history, in the engine's
-    units (the daemon and the simulator both feed it through here)."""
-    for row in rows:
-        usage[row.name] = decay_usage(usage.get(row.name, [0.0, 0.0, 0.0]), list(row.used_after), dt, half_life)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import os
 import signal
 import socket
@@ -25,7 +26,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
-from kaid.fairshare import record_usage
+from kaid.fairshare import UsageHistory, UsageParams
 from kaid.kube.actuator import Actuator, ApplyResult
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
@@ -151,7 +152,10 @@ class Daemon:
         self.stopping = threading.Event()
         self.elector = LeaderElector(client, cfg.leaderElection, self.identity, self.cache.changed.set) \
             if cfg.leaderElection.enabled else None
-        self.usage: dict[str, list[float]] = {}
+        # usage history: continued from the Queues' status.usage whenever this replica starts to lead
+        self.usage = UsageHistory(UsageParams.of(cfg.usage)) if cfg.usage.enabled else None
+        self.usage_restored = False
+        self.usage_written = -math.inf  # when the history last went to the Queues' status (time.time())
         self.last_cycle = 0.0
         self.heartbeat = time.monotonic()
         self.cycles = 0
@@ -197,6 +201,8 @@ class Daemon:
                     self.cycle()
                 except Exception:
                     log.exception("cycle failed; retrying next period")
+            else:
+                self.usage_restored = False  # another leader keeps it meanwhile: read it back on leading again
             self._metrics().leader.set(1 if self.leading() else 0)
             self.cache.changed.wait(self.cfg.cyclePeriodSeconds)
             # do not run cycles back to back when the cluster is busy: at most one per period
@@ -305,8 +311,8 @@ class Daemon:
             self.shared.collect(objs, now)
         t0 = time.monotonic()
         c0 = time.thread_time()
-        snap = build_snapshot(objs, self.cfg, now, self.usage if self.cfg.usageHalfLifeSeconds > 0 else None,
-                              wait_for_owners=True, pod_reader=self.pod_memo.read)
+        snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True, pod_reader=self.pod_memo.read)
+        self._observe_usage(snap)
         self._hold(snap, now)
         self.pod_memo.next_cycle()
         t1 = time.monotonic()
@@ -348,14 +354,31 @@ class Daemon:
             self.early_observed = None
         self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
                                                  "status": t4 - t3}, t4 - started)
-        if self.cfg.usageHalfLifeSeconds > 0:
-            record_usage(self.usage, decisions.queues, self.cfg.cyclePeriodSeconds, self.cfg.usageHalfLifeSeconds)
         self.cycles += 1
         if decisions.binds or decisions.evictions:
             log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,
                      len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
                      (t4 - started) * 1000)
         return decisions
+
+    def _observe_usage(self, snap: Snapshot) -> None:
+        """Usage history up to this cycle, into the snapshot's queues; on the first cycle as leader it continues
+        from the Queues' status.usage (a malformed one is skipped with a log line). Every writeIntervalSeconds the
+        history goes to the status writer, which puts it in each Queue's status."""
+        if self.usage is None:
+            return
+        if not self.usage_restored:
+            statuses = {meta.name(q): (q.get("status") or {}).get("usage") for q in self.cache.objects()
+                        if q.get("kind") == "Queue" and isinstance(q.get("status"), dict)}
+            restored = self.usage.restore(statuses)
+            self.usage_restored = True
+            if restored:
+                log.info("usage history continued from the status of %d queues (computed at %s)", len(restored),
+                         time.strftime("%H:%M:%S UTC", time.gmtime(self.usage.t or 0)))
+        self.usage.observe(snap)
+        if snap.now - self.usage_written >= self.cfg.usage.writeIntervalSeconds:
+            self.status.usage = {name: st for name in snap.queues if (st := self.usage.status(name)) is not None}
+            self.usage_written = snap.now
 
     def _with_podgroups(self, objs: list[Obj], now: float) -> tuple[list[Obj], list[Obj]]:
         """The objects with the PodGroups missing for pending pods (scheduled at once, from memory), and those of

@@ -49,6 +49,8 @@ class StatusWriter:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="status")
         self.lock = threading.Lock()
         self.tasks: list[Any] = []
+        # Queue name -> status.usage to write (the daemon replaces it every usage.writeIntervalSeconds)
+        self.usage: dict[str, Obj] = {}
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -197,5 +199,8 @@ class StatusWriter:
                       "allocatedNonPreemptible": row.allocated_non_preemptible, "requested": row.requested,
                       "fairShare": row.fair_share, "deserved": row.deserved,
                       "childQueues": [ch.name for ch in q.children], "conditions": conds}
+            usage = self.usage.get(q.name)
+            if usage is not None:
+                status["usage"] = usage
             self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.QUEUE_VERSION}/queues/{quote(q.name)}/status",
                                f"Queue/{q.name}", status)

@@ -15,7 +15,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.meta import format_time
 from kaid.cycle import Decisions, run_cycle
-from kaid.fairshare import record_usage
+from kaid.fairshare import UsageHistory, UsageParams
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import GPU
 from kaid.sim.apply import bind_pod, mark_stale, pipeline_pod, reset_pod
@@ -166,10 +166,11 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
              progress: Callable[[float], None] | None = None,
              on_cycle: Callable[[float, float, float, list[Obj]], None] | None = None) -> SimResult:
     """Run the engine over the trace in virtual time, ``cycle_s`` between cycles: jobs arrive, finished jobs
-    leave, a cycle runs when anything changed (its decisions applied as the daemon and the kubelet would), and
-    the queues are sampled every ``sample_s``. ``on_cycle(t, cpu_s, wall_s, objects)`` is called after each
-    cycle with its virtual time, the CPU and wall seconds it took (snapshot, decisions, applying them; the CPU
-    time is the process's, unmoved by other processes on the machine) and the objects as the cycle left them."""
+    leave, a cycle runs when anything changed or, with usage history on, while jobs wait (their queues' fair
+    shares move as use ages); its decisions are applied as the daemon and the kubelet would, and the queues are
+    sampled every ``sample_s``. ``on_cycle(t, cpu_s, wall_s, objects)`` is called after each cycle with its
+    virtual time, the CPU and wall seconds it took (snapshot, decisions, applying them; the CPU time is the
+    process's, unmoved by other processes on the machine) and the objects as the cycle left them."""
     sim = _Simulation(base, jobs, cfg, hours, cycle_s)
     horizon = hours * 3600.0
     t = 0.0
@@ -177,7 +178,8 @@ def simulate(base: Iterable[Obj], jobs: list[JobSpec], cfg: SchedulerConfig, hou
     while t <= horizon:
         arrived = sim.arrive(t)
         finished = sim.finish(t)
-        if arrived or finished or sim.dirty:
+        # with usage history, fair shares move as time passes: a cycle while anything waits
+        if arrived or finished or sim.dirty or (sim.usage is not None and sim.pending_jobs):
             started, cpu = time.perf_counter(), time.process_time()
             sim.cycle(t)
             if on_cycle is not None:
@@ -205,7 +207,7 @@ class _Simulation:
         self.pods_by_key: dict[str, Obj] = {}
         self.ends: list[tuple[float, str]] = []  # (end, job name), a heap
         self.result = SimResult(hours, 0.0, runs=self.runs)
-        self.usage: dict[str, list[float]] = {}
+        self.usage = UsageHistory(UsageParams.of(cfg.usage)) if cfg.usage.enabled else None
         self.dirty = True  # the last cycle changed something: the next one may decide more
         self.last_q: dict[str, tuple[float, float]] = {}
         self.last_alloc = 0.0
@@ -238,7 +240,9 @@ class _Simulation:
 
     def cycle(self, t: float) -> None:
         cfg = self.cfg
-        snap = build_snapshot(self.objs, cfg, EPOCH + t, self.usage if cfg.usageHalfLifeSeconds > 0 else None)
+        snap = build_snapshot(self.objs, cfg, EPOCH + t)
+        if self.usage is not None:  # the same history the daemon keeps, in virtual time
+            self.usage.observe(snap)
         if not self.result.capacity_gpus:
             self.result.capacity_gpus = snap.capacity()[GPU] / 1000
             self.result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
@@ -260,8 +264,6 @@ class _Simulation:
                        for row in decisions.queues}
         self.last_alloc = sum(v[0] for k, v in self.last_q.items() if k in self.result.leaves)
         self.pending_jobs = len(decisions.pending)
-        if cfg.usageHalfLifeSeconds > 0:
-            record_usage(self.usage, decisions.queues, self.cycle_s, cfg.usageHalfLifeSeconds)
 
     def _bind(self, decisions: Decisions, t: float) -> None:
         """Bound pods run at once; a job runs once minMember of its pods do, and ends after its duration."""
