@@ -14,7 +14,7 @@ USAGE = {"usage": {"enabled": True, "windowType": "cumulative", "writeIntervalSe
 
 
 def used_gpu_seconds(status: Any) -> float:
-    return sum(s["used"]["gpu"] for s in (status or {}).get("slices") or [])
+    return float(sum(s["used"]["gpu"] for s in (status or {}).get("slices") or []))
 
 
 def queue_usage(cp: ControlPlane, name: str) -> Any:
