@@ -202,7 +202,8 @@ class UsageHistory:
             "computedAt": _iso(self.t), "windowType": p.window_type, "windowSeconds": p.window_s,
             "halfLifeSeconds": p.half_life_s,
             "share": {r: round(v, 6) for r, v in zip(RESOURCES, share, strict=True)},
-            "slices": [{"start": _iso(s.start) if math.isfinite(s.start) else None,
+            # a cumulative history's one slice has no start (a null would remove the field: status is merge-patched)
+            "slices": [{**({"start": _iso(s.start)} if math.isfinite(s.start) else {}),
                         "used": _amounts(s.used.get(queue, [0.0, 0.0, 0.0])), "capacity": _amounts(s.capacity)}
                        for s in self.slices],
         }
@@ -278,7 +279,7 @@ class Amounts(BaseModel):
 
 class UsageSlice(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    start: dt.datetime | None  # None: a cumulative history's one slice
+    start: dt.datetime | None = None  # absent: a cumulative history's one slice
     used: Amounts
     capacity: Amounts
 

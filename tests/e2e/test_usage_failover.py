@@ -26,7 +26,7 @@ def test_new_leader_continues_usage_history_from_queue_status(
     control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
 ) -> None:
     cp = control_plane
-    pool, _ = make_pool(1, gpus=8)
+    pool, _ = make_pool(2, gpus=8)
     q, broken = make_queues(queue(f"usage-{suffix()}", 0), queue(f"usage-bad-{suffix()}", 0))
     lease = f"kai-e2e-usage-{suffix()}"
     first = start_kaid("kaid-a", lease=lease, lease_duration=4.0, renew_interval=0.5, overrides=USAGE)
