@@ -134,6 +134,7 @@ class Cycle:
     job_queue: dict[str, str]  # job key -> leaf queue
     gpu: dict[str, int]  # pod key -> milli-GPU it held or asked for, before the cycle
     devices: dict[str, tuple[int, ...]] = field(default_factory=dict)  # pod key -> its devices, before the cycle
+    core: dict[str, tuple[int, int]] = field(default_factory=dict)  # job key -> (minMember, pods holding), before
 
     def busy(self) -> bool:
         d = self.decisions
@@ -191,9 +192,10 @@ def simulate(case: Case, cycles: int = 10, strip_devices: bool = False) -> Run:
         job_queue = {k: j.queue for k, j in snap.jobs.items()}
         gpu = {p.key: p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in snap.pods}
         devices = {p.key: p.devices for p in snap.pods}
+        core = {k: (j.min_member, sum(p.active for p in j.pods)) for k, j in snap.jobs.items()}
         d = run_cycle(snap, cfg)
         run.parent = {row.name: row.parent for row in d.queues}
-        run.cycles.append(Cycle(n, snap, d, preemptible, job_queue, gpu, devices))
+        run.cycles.append(Cycle(n, snap, d, preemptible, job_queue, gpu, devices, core))
         apply(world, d, t)
     return run
 
@@ -288,16 +290,28 @@ def _before_evictions(run: Run, cy: Cycle, rows: dict[str, Any]) -> dict[str, in
 
 
 def _replay(run: Run, cy: Cycle, alloc: dict[str, int], by: str) -> dict[str, int]:
-    """Apply one beneficiary's reclaim to ``alloc``; return each victims' side with its biggest victim."""
+    """Apply one beneficiary's reclaim to ``alloc``; return each victims' side with its biggest victim.
+
+    A victim is what KAI checks as one (proportion.go, getVictimResources): a pod above its gang's minimum
+    alone, and a gang's core (the pods it cannot lose one by one) as one, here with everything it lost."""
     d = cy.decisions
     victims = [e for e in d.evictions if e.action == "reclaim" and e.by == by]
-    taken: dict[str, int] = {}
+    lost: dict[str, int] = {}
+    for e in victims:
+        lost[e.job] = lost.get(e.job, 0) + 1
+    unit_of: dict[str, tuple[str, str]] = {}  # pod key -> its victim unit: ("gang", job) or ("pod", pod)
+    units: dict[tuple[str, str], int] = {}  # victim unit -> its milli-GPU
     for e in victims:
         for q in path(run, cy.job_queue[e.job]):
             alloc[q] -= cy.gpu[e.pod]
+        min_member, holding = cy.core.get(e.job, (1, 0))
+        unit_of[e.pod] = ("gang", e.job) if holding - lost[e.job] < min_member else ("pod", e.pod)
+        units[unit_of[e.pod]] = units.get(unit_of[e.pod], 0) + cy.gpu[e.pod]
+    taken: dict[str, int] = {}
+    for e in victims:
         _, theirs = below_lca(run, cy.job_queue[by], cy.job_queue[e.job])
         if theirs:
-            taken[theirs[-1]] = max(taken.get(theirs[-1], 0), cy.gpu[e.pod])
+            taken[theirs[-1]] = max(taken.get(theirs[-1], 0), units[unit_of[e.pod]])
     for b in d.pipelined:
         if b.action == "reclaim" and b.by == by:
             for q in path(run, b.queue):
