@@ -13,9 +13,11 @@ for a reservation. Those binds are listed in ``ApplyResult.reserving``; their ou
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,28 @@ from kaid.kube.reservations import SharedBinder
 from kaid.model.pods import group_labels
 
 log = logging.getLogger("kaid.actuator")
+RETRY_FOR = 30.0  # seconds a bind or an eviction keeps trying through throttling and server errors
+LOST_LEASE = "not sent: this replica no longer holds the lease"
+
+
+def retry_delay(err: ApiError | None, attempt: int, eviction: bool = False) -> float | None:
+    """How long to wait before sending a failed bind or eviction again (``attempt``: 0 for the first failure);
+    None when trying again would not change the answer. ``err`` None: the connection failed. Throttling (429) and
+    server errors (5xx) back off exponentially from 0.2 s to 5 s, never sooner than the server's Retry-After
+    (``details.retryAfterSeconds``, at most 10 s); an eviction a PodDisruptionBudget refuses waits for the next
+    cycle's decision instead."""
+    base: float = min(0.2 * 2.0 ** attempt, 5.0)
+    if err is None:
+        return base
+    if not (err.status == 429 or err.status >= 500):
+        return None
+    if eviction and err.status == 429 and "disruption budget" in err.message:
+        return None
+    hinted = (err.body.get("details") or {}).get("retryAfterSeconds") if isinstance(err.body, dict) else None
+    try:
+        return max(base, min(float(hinted), 10.0)) if hinted else base
+    except (TypeError, ValueError):
+        return base
 
 
 @dataclass
@@ -47,10 +71,15 @@ def _split(key: str) -> tuple[str, str]:
 
 
 class Actuator:
-    def __init__(self, client: KubeClient, workers: int = 16, retries: int = 3) -> None:
+    def __init__(self, client: KubeClient, workers: int = 16, retry_for: float = RETRY_FOR,
+                 may_act: Callable[[], bool] | None = None) -> None:
+        """``may_act``: asked before every bind and eviction sent, first tries and retries alike (the daemon's
+        "this replica holds the lease"): what was decided on a view that is no longer this replica's to act on
+        is dropped, however long it waited in the pool or backed off."""
         self.client = client
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bind")
-        self.retries = retries
+        self.retry_for = retry_for
+        self.may_act = may_act or (lambda: True)
         self.shared: SharedBinder | None = None  # set by the daemon when shared-GPU pods get their device
         self._reserving: list[Bind] = []  # sent to ``shared`` since the last ``bind``
 
@@ -73,8 +102,11 @@ class Actuator:
             if b.groups:
                 meta["labels"] = group_labels(b.groups)
             patch = {"metadata": meta}
-        last = ""
-        for attempt in range(self.retries):
+        deadline = time.monotonic() + self.retry_for
+        for attempt in itertools.count():
+            if not self.may_act():
+                return LOST_LEASE
+            error: ApiError | None = None
             try:
                 if patch is not None:
                     self.client.merge_patch(pod_path(ns, name), patch)
@@ -87,12 +119,14 @@ class Actuator:
                 last = f"{err.status} {err.message}"
                 if err.status == 409 and "already" in err.message:
                     return None if self._bound_to(ns, name, b.node) else last
-                if err.status in (404, 422):
-                    return last  # gone or invalid: no point retrying
+                error = err
             except Exception as err:  # connection trouble: retry
-                last = str(err)
-            time.sleep(0.2 * (attempt + 1))
-        return last
+                last = str(err) or type(err).__name__
+            delay = retry_delay(error, attempt)
+            if delay is None or time.monotonic() + delay > deadline:
+                return last
+            time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def _bound_to(self, ns: str, name: str, node: str) -> bool:
         try:
@@ -120,8 +154,10 @@ class Actuator:
 
     def release(self, binds: list[Bind]) -> list[str]:
         """Delete bound pods (of a gang that could not be bound whole): their controller makes them again."""
-        released = []
+        released: list[str] = []
         for b in binds:
+            if not self.may_act():
+                break
             ns, name = _split(b.pod)
             try:
                 self.client.request("DELETE", pod_path(ns, name), {"gracePeriodSeconds": 0})
@@ -158,19 +194,36 @@ class Actuator:
         cond = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
                 "message": f"kai {e.action}: {e.message}"[:1000],
                 "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if not self.may_act():
+            return LOST_LEASE
         try:
             self.client.strategic_patch(pod_path(ns, name, "status"), {"status": {"conditions": [cond]}})
         except ApiError as err:
             if err.status == 404:
                 return None  # already gone
-        try:
-            self.client.create(pod_path(ns, name, "eviction"), {
-                "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
-            return None
-        except ApiError as err:
-            if err.status == 404:
+        except Exception as err:  # connection trouble: the eviction below says what it is
+            log.info("DisruptionTarget condition of %s not written: %s", e.pod, err)
+        deadline = time.monotonic() + self.retry_for
+        for attempt in itertools.count():
+            if not self.may_act():
+                return LOST_LEASE
+            error: ApiError | None = None
+            try:
+                self.client.create(pod_path(ns, name, "eviction"), {
+                    "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
                 return None
-            return f"{err.status} {err.message}"  # 429: a PodDisruptionBudget says not now
+            except ApiError as err:
+                if err.status == 404:
+                    return None
+                last = f"{err.status} {err.message}"  # 429: a PodDisruptionBudget says not now
+                error = err
+            except Exception as err:  # connection trouble
+                last = str(err) or type(err).__name__
+            delay = retry_delay(error, attempt, eviction=True)
+            if delay is None or time.monotonic() + delay > deadline:
+                return last
+            time.sleep(delay)
+        raise AssertionError("unreachable")
 
     def evict(self, evictions: list[Eviction]) -> ApplyResult:
         out = ApplyResult()
@@ -184,6 +237,8 @@ class Actuator:
     # ------------------------------------------------------------------------------------------ marks
     def pipeline(self, pipelined: list[Bind]) -> int:
         def one(b: Bind) -> bool:
+            if not self.may_act():
+                return False
             ns, name = _split(b.pod)
             anns = {c.PIPELINED_NODE_ANNOTATION: b.node, c.PIPELINED_ACTION_ANNOTATION: b.action,
                     c.GPU_DEVICES_ANNOTATION: ",".join(str(d) for d in b.devices) or None}

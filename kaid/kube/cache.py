@@ -145,6 +145,8 @@ class Informer:
                 backoff = 0.5  # the server closed a healthy watch: resume from the last version
             except ApiError as err:
                 if err.status == 410:
+                    log.info("watch %s expired (410 Gone at resourceVersion %s); listing again", self.res.kind,
+                             self.rv)
                     need_list = True  # too old: relist
                     continue
                 if err.status == 404 and self.res.optional:

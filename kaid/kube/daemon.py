@@ -133,7 +133,7 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = cache or StartingCache(client, early=cfg.earlyFirstCycle and enabled("early-cycle"))
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
-        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)))
+        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)), may_act=self.leading)
         self.shared: SharedBinder | None = None
         if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
             self.shared = SharedBinder(client, cfg.gpuSharing, self._cached_pod, self.actuator._bind_one,
@@ -143,7 +143,7 @@ class Daemon:
         self.backoff: dict[str, tuple[float, int, Reason]] = {}  # job -> (retry after, failures, why)
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
-        self.status = StatusWriter(self.writer, cfg.schedulerName)
+        self.status = StatusWriter(self.writer, cfg.schedulerName, may_act=self.leading)
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer")
         self.status_busy: Future[None] | None = None
         self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
@@ -474,6 +474,8 @@ class Daemon:
                 m.wait.observe(max(0.0, snap.now - p.created))
         m.gangs.labels("placed").inc(sum(1 for n in d.stats.gang_nodes if n))
         m.gangs.labels("released").inc(1 if applied.released else 0)
+        for inf in self.cache.informers:
+            m.lists.labels(inf.res.kind).set(inf.relists)
         if not queues:
             return
         depth: dict[str, int] = {}

@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +26,8 @@ from kaid.model.vocabulary import EventReason, PodStatus
 log = logging.getLogger("kaid.status")
 Obj = dict[str, Any]
 UNSCHEDULABLE_EVENT_EVERY = 300.0
+# kinds whose problems go into a Warning event (they have no status of their own): kind -> apiVersion
+_NO_STATUS = {"Topology": f"{c.TOPOLOGY_GROUP}/{c.TOPOLOGY_VERSION}", "PriorityClass": "scheduling.k8s.io/v1"}
 
 
 def _now() -> str:
@@ -41,8 +43,11 @@ def _reasons(rs: list[Reason]) -> list[Obj]:
 
 
 class StatusWriter:
-    def __init__(self, client: KubeClient, scheduler_name: str, workers: int = 8) -> None:
+    def __init__(self, client: KubeClient, scheduler_name: str, workers: int = 8,
+                 may_act: Callable[[], bool] | None = None) -> None:
+        """``may_act``: asked before each write (the daemon's "this replica holds the lease")."""
         self.client = client
+        self.may_act = may_act or (lambda: True)
         self.component = scheduler_name
         self.written: dict[str, str] = {}  # object key -> digest of what we last wrote
         self.last_event: dict[tuple[str, str], tuple[float, str]] = {}
@@ -82,7 +87,7 @@ class StatusWriter:
 
     def _send_event(self, involved: Obj, reason: EventReason, message: str, kind: str) -> None:
         m = meta.meta(involved)
-        ns = meta.namespace(involved)
+        ns = meta.namespace(involved) or "default"  # a cluster-scoped object's events live in default
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{m.get('name', 'kai')}.", "namespace": ns},
@@ -103,7 +108,7 @@ class StatusWriter:
         here, on this cycle's PodGroups (the snapshot counts those pods as placed already)."""
         self.tasks = []
         self._collect(snap, d, applied, earlier)
-        list(self.pool.map(lambda task: task(), self.tasks))
+        list(self.pool.map(lambda task: task() if self.may_act() else None, self.tasks))
         self.tasks = []
 
     def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
@@ -116,6 +121,8 @@ class StatusWriter:
             bound_nodes.setdefault(b.job, set()).add(b.node)
         for job in snap.jobs.values():
             reasons = d.pending.get(job.key)
+            if reasons is None and job.errors and not job.pods:
+                reasons = list(job.errors)  # a bad PodGroup says so before its pods come, not "0 pods placed"
             if job.explicit and job.raw is not None:
                 alloc = sum(p.gpu_milli_on(snap.node_by_name.get(p.node or "")) for p in job.pods if p.active) + \
                     bound_gpu.get(job.key, 0)
@@ -141,7 +148,19 @@ class StatusWriter:
             pod = pods.get(b.pod)
             if pod is not None and pod.raw is not None:
                 self.event(pod.raw, EventReason.BINDING_ERROR, f"could not bind to node {b.node}: {error}", "Warning")
+        self._problems(d)
         self.write_queues(d, snap)
+
+    def _problems(self, d: Decisions) -> None:
+        """A Warning event on each bad object that has no status of its own to say it (a Topology, a
+        PriorityClass); Queues and PodGroups say it in their status. Repeated every few minutes while it lasts."""
+        for problem in d.problems:
+            api_version = _NO_STATUS.get(problem.kind)
+            if api_version is None:
+                continue
+            involved = {"apiVersion": api_version, "kind": problem.kind,
+                        "metadata": {"name": problem.name, "namespace": problem.namespace}}
+            self.event(involved, EventReason.INVALID, problem.reason.message, "Warning", UNSCHEDULABLE_EVENT_EVERY)
 
     def _podgroup_status(self, job: Job, raw: Obj, reasons: list[Reason] | None, alloc: int, running: int) -> None:
         """A PodGroup's scheduling condition (its transition time kept while it says the same) and resources; an

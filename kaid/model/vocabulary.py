@@ -114,6 +114,7 @@ class ReasonCode(StrEnum):
     GPU_RESERVATION_FAILED = "GpuReservationFailed"
     GPU_SHARING_NOT_SET_UP = "GpuSharingNotSetUp"
     BINDING_ERROR = "BindingError"
+    INVALID = "Invalid"  # an object without a status of its own (a Topology) that kaid cannot use
 
 
 class NodeFailure(StrEnum):
@@ -159,5 +160,6 @@ class EventReason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     EVICTED = "Evicted"
     BINDING_ERROR = "BindingError"
+    INVALID = "Invalid"  # an object without a status of its own (a Topology) that kaid cannot use
     GPU_MEMORY_OVER_SHARE = "GpuMemoryOverShare"  # kaid node-agent: a shared-GPU pod over its share of GPU memory
     EVICTED_OVER_SHARE = "EvictedOverShare"

@@ -17,6 +17,7 @@ Environment:
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import ctypes
 import datetime as dt
@@ -974,6 +975,63 @@ class ControlPlane:
     def _log_tail(self, name: str) -> str:
         component = self.components.get(name)
         return component.log_tail() if component else "(not running)"
+
+    # -- faults ------------------------------------------------------------------------------------
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` to a component's process group and, for a fatal signal, reap it (it stays listed)."""
+        component = self.components[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(component.process.pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            component.process.wait(timeout=30)
+
+    def restart(self, name: str, timeout: float = 120.0) -> float:
+        """Start a stopped (or killed) component again with the same arguments and wait until it serves;
+        returns the seconds that took. etcd: until the API server is ready again too."""
+        old = self.components[name]
+        if old.running():
+            old.stop()
+        began = time.monotonic()
+        log = old.log
+        with log.open("ab") as out:
+            out.write(f"\n--- restarted by the test at {time.time():.3f} ---\n".encode())
+        env = {"HOME": str(self.dir / "kwok-home")} if name == "kwok" else None
+        with log.open("ab") as out:
+            child_env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
+            child_env.update(env or {})
+            process = subprocess.Popen(
+                old.args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir,
+                env=child_env, start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        self.components[name] = Component(name, old.args, log, process)
+        deadline = time.monotonic() + timeout
+        if name == "etcd":
+            etcd_url = f"http://127.0.0.1:{self.ports['etcd']}"
+            self._wait(lambda: self._http_ok(f"{etcd_url}/health"), deadline, "etcd /health", ["etcd"])
+        self._wait(self._apiserver_ready, deadline, "kube-apiserver /readyz", ["kube-apiserver", "etcd"])
+        return time.monotonic() - began
+
+    def etcd_call(self, method: str, body: Mapping[str, Any]) -> Any:
+        """One call to etcd's JSON gateway (``/v3/kv/range``, ``/v3/kv/compaction``, ...)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.ports["etcd"], timeout=30)
+        try:
+            conn.request("POST", method, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            raw = response.read().decode()
+        finally:
+            conn.close()
+        if response.status != 200:
+            raise ControlPlaneError(f"etcd {method}: HTTP {response.status}: {raw[:500]}")
+        return json.loads(raw)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (physically); returns that revision. Watches from
+        an older resourceVersion can no longer be served from etcd."""
+        head = self.etcd_call("/v3/kv/range", {"key": base64.b64encode(b"/registry/").decode(), "count_only": True})
+        revision = int(head["header"]["revision"])
+        self.etcd_call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     # -- kube-scheduler (baseline for benchmarks) ---------------------------------------------------
 

@@ -1,0 +1,109 @@
+"""The actuator under API faults (the fault tests on the real control plane, tests/e2e/test_faults.py, found
+these): binds and evictions back off through throttling and server errors, within a deadline, and a replica
+that no longer holds the lease sends nothing more, not even a retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kaid.cycle import Bind, Eviction
+from kaid.kube.actuator import LOST_LEASE, Actuator, retry_delay
+from kaid.kube.client import ApiError
+
+
+def _err(status: int, message: str = "", retry_after: Any = None) -> ApiError:
+    body: dict[str, Any] = {"message": message}
+    if retry_after is not None:
+        body["details"] = {"retryAfterSeconds": retry_after}
+    return ApiError(status, "x", body)
+
+
+def test_retry_delay_backs_off_on_throttling_and_server_errors_only() -> None:
+    assert retry_delay(_err(500), 0) == pytest.approx(0.2)
+    assert retry_delay(_err(503), 3) == pytest.approx(1.6)
+    assert retry_delay(_err(500), 10) == 5.0  # capped
+    assert retry_delay(None, 1) == pytest.approx(0.4)  # the connection failed
+    assert retry_delay(_err(429), 0) == pytest.approx(0.2)
+    assert retry_delay(_err(429, retry_after=2), 0) == 2.0  # never sooner than the server asks
+    assert retry_delay(_err(429, retry_after=600), 0) == 10.0  # but not for ages
+    assert retry_delay(_err(429, retry_after="soon"), 0) == pytest.approx(0.2)
+    for status in (400, 403, 404, 409, 422):
+        assert retry_delay(_err(status), 0) is None
+    pdb = _err(429, "Cannot evict pod as it would violate the pod's disruption budget.", retry_after=10)
+    assert retry_delay(pdb, 0, eviction=True) is None  # the next cycle decides again
+    assert retry_delay(_err(429, retry_after=1), 0, eviction=True) == 1.0
+
+
+class ScriptedClient:
+    """Answers each create (POST) with the next of ``answers`` (an ApiError or Exception is raised), then OK."""
+
+    def __init__(self, answers: list[BaseException | None]) -> None:
+        self.answers = list(answers)
+        self.sent: list[str] = []
+
+    def create(self, path: str, body: Any) -> dict[str, Any]:
+        self.sent.append(path)
+        answer = self.answers.pop(0) if self.answers else None
+        if answer is not None:
+            raise answer
+        return {}
+
+    def merge_patch(self, path: str, patch: Any) -> dict[str, Any]:
+        return {}
+
+    def strategic_patch(self, path: str, patch: Any) -> dict[str, Any]:
+        return {}
+
+    def get(self, path: str) -> dict[str, Any]:
+        return {"spec": {}}
+
+
+def _bind(pod: str = "ns/p") -> Bind:
+    return Bind(pod, "node-0", "ns/job", "q", (), None, 1000, "allocate", None, ())
+
+
+def test_a_bind_retries_through_429_and_500_until_it_is_taken() -> None:
+    client = ScriptedClient([_err(429, retry_after=0), _err(500), ConnectionError("refused"), None])
+    actuator = Actuator(client, workers=1)  # type: ignore[arg-type]
+    try:
+        assert actuator._bind_one(_bind()) is None
+    finally:
+        actuator.close()
+    assert len(client.sent) == 4
+
+
+def test_a_bind_gives_up_at_its_deadline_and_at_once_on_a_final_answer() -> None:
+    client = ScriptedClient([_err(500, "boom")] * 100)
+    actuator = Actuator(client, workers=1, retry_for=0.5)  # type: ignore[arg-type]
+    try:
+        assert actuator._bind_one(_bind()) == "500 boom"
+        assert 2 <= len(client.sent) <= 4
+        client2 = ScriptedClient([_err(422, "invalid")])
+        actuator.client = client2  # type: ignore[assignment]
+        assert actuator._bind_one(_bind()) == "422 invalid"
+        assert len(client2.sent) == 1
+    finally:
+        actuator.close()
+
+
+def test_a_replica_that_lost_the_lease_sends_no_bind_retry_or_eviction() -> None:
+    leading = [True]
+    client = ScriptedClient([_err(500), _err(500)])
+
+    def create(path: str, body: Any) -> dict[str, Any]:
+        leading[0] = False  # the lease goes while the first bind is out
+        return ScriptedClient.create(client, path, body)
+
+    client.create = create  # type: ignore[method-assign]
+    actuator = Actuator(client, workers=1, may_act=lambda: leading[0])  # type: ignore[arg-type]
+    try:
+        assert actuator._bind_one(_bind()) == LOST_LEASE
+        assert len(client.sent) == 1  # the retry was not sent
+        out = actuator.evict([Eviction("ns/v", "node-0", "ns/job", "reclaim", "ns/other", "m")])
+        assert out.evicted == [] and out.evict_failed[0][1] == LOST_LEASE
+        assert actuator.release([_bind()]) == []
+        assert len(client.sent) == 1
+    finally:
+        actuator.close()
