@@ -23,13 +23,14 @@ def _err(status: int, message: str = "", retry_after: Any = None) -> ApiError:
 def test_retry_delay_backs_off_on_throttling_and_server_errors_only() -> None:
     assert retry_delay(_err(500), 0) == pytest.approx(0.2)
     assert retry_delay(_err(503), 3) == pytest.approx(1.6)
-    assert retry_delay(_err(500), 10) == 5.0  # capped
+    assert retry_delay(_err(500), 10) == 2.0  # capped
     assert retry_delay(None, 1) == pytest.approx(0.4)  # the connection failed
     assert retry_delay(_err(429), 0) == pytest.approx(0.2)
     assert retry_delay(_err(429, retry_after=2), 0) == 2.0  # never sooner than the server asks
     assert retry_delay(_err(429, retry_after=600), 0) == 10.0  # but not for ages
     assert retry_delay(_err(429, retry_after="soon"), 0) == pytest.approx(0.2)
-    for status in (400, 403, 404, 409, 422):
+    assert retry_delay(_err(403), 0) == pytest.approx(0.2)  # an API server whose RBAC is not synced yet
+    for status in (400, 404, 409, 422):
         assert retry_delay(_err(status), 0) is None
     pdb = _err(429, "Cannot evict pod as it would violate the pod's disruption budget.", retry_after=10)
     assert retry_delay(pdb, 0, eviction=True) is None  # the next cycle decides again
@@ -104,6 +105,42 @@ def test_a_replica_that_lost_the_lease_sends_no_bind_retry_or_eviction() -> None
         out = actuator.evict([Eviction("ns/v", "node-0", "ns/job", "reclaim", "ns/other", "m")])
         assert out.evicted == [] and out.evict_failed[0][1] == LOST_LEASE
         assert actuator.release([_bind()]) == []
+        assert len(client.sent) == 1
+    finally:
+        actuator.close()
+
+
+def test_a_gang_partly_bound_keeps_its_bound_pods() -> None:
+    """Deleting them would lose bare pods and fail Jobs (their pods' deletion counts against backoffLimit): they
+    stay bound, and the next cycle places the rest of the gang."""
+    client = ScriptedClient([None, None, _err(422, "node gone"), None])
+    deleted: list[str] = []
+
+    def delete(method: str, path: str, body: Any = None) -> dict[str, Any]:
+        deleted.append(path)
+        return {}
+
+    client.request = delete  # type: ignore[attr-defined]
+    actuator = Actuator(client, workers=1)  # type: ignore[arg-type]
+    try:
+        out = actuator.bind([_bind("ns/a"), _bind("ns/b"), _bind("ns/c"), _bind("ns/d")])
+    finally:
+        actuator.close()
+    assert [b.pod for b, _ in out.failed] == ["ns/c"]
+    assert [b.pod for b in out.bound] == ["ns/a", "ns/b", "ns/d"]
+    assert out.released == [] and deleted == []
+
+
+def test_a_bind_for_a_node_that_went_away_is_not_sent() -> None:
+    client = ScriptedClient([])
+    gone = {"node-0"}
+    actuator = Actuator(client, workers=1,  # type: ignore[arg-type]
+                        node_problem=lambda n: f"node {n} no longer exists" if n in gone else None)
+    try:
+        assert actuator._bind_one(_bind()) == "node node-0 no longer exists"
+        assert client.sent == []
+        gone.clear()
+        assert actuator._bind_one(_bind()) is None
         assert len(client.sent) == 1
     finally:
         actuator.close()

@@ -2,9 +2,11 @@
 (concurrently, within the client's QPS), evictions through the Eviction API with a ``DisruptionTarget``
 condition, pipelined reservations and stale-gang marks as annotations.
 
-A bind that fails is retried; when a pod of a gang still cannot be bound, the pods of that gang bound
-in this cycle are released (deleted, so their controller makes them again), never leaving a gang
-half-bound.
+A bind or eviction that fails for a passing reason (throttling, a server error, a dropped connection, an API
+server whose authorizer is not ready yet) is tried again with backoff for up to ``RETRY_FOR`` seconds; none is
+sent once this replica has lost its lease, and no bind to a node the watch shows gone or NotReady. When a pod of
+a gang still cannot be bound, the pods of it that were bound stay bound (deleting them would lose bare pods and
+fail Jobs): the next cycle places the rest, and the stale-gang grace evicts a gang that stays below its minimum.
 
 A job with a shared-GPU pod goes to the ``SharedBinder`` (``kaid.kube.reservations``) when there is one: it
 hands the device over before it binds, in the background, so that the cycle and whole-GPU binds never wait
@@ -36,14 +38,15 @@ LOST_LEASE = "not sent: this replica no longer holds the lease"
 def retry_delay(err: ApiError | None, attempt: int, eviction: bool = False) -> float | None:
     """How long to wait before sending a failed bind or eviction again (``attempt``: 0 for the first failure);
     None when trying again would not change the answer. ``err`` None: the connection failed. Throttling (429) and
-    server errors (5xx) back off exponentially from 0.2 s to 5 s, never sooner than the server's Retry-After
+    server errors (5xx) back off exponentially from 0.2 s to 2 s, never sooner than the server's Retry-After
     (``details.retryAfterSeconds``, at most 10 s); an eviction a PodDisruptionBudget refuses waits for the next
-    cycle's decision instead."""
-    base: float = min(0.2 * 2.0 ** attempt, 5.0)
+    cycle's decision instead. 401 and 403 are tried again too: an API server that has just started answers 403
+    until its RBAC caches are filled (seen in the fault tests), and a token may be being replaced."""
+    base: float = min(0.2 * 2.0 ** attempt, 2.0)
     if err is None:
         return base
-    if not (err.status == 429 or err.status >= 500):
-        return None
+    if not (err.status in (401, 403, 429) or err.status >= 500):
+        return None  # (401 and 403: an API server just restarted refuses until its authorizer has synced)
     if eviction and err.status == 429 and "disruption budget" in err.message:
         return None
     hinted = (err.body.get("details") or {}).get("retryAfterSeconds") if isinstance(err.body, dict) else None
@@ -72,11 +75,14 @@ def _split(key: str) -> tuple[str, str]:
 
 class Actuator:
     def __init__(self, client: KubeClient, workers: int = 16, retry_for: float = RETRY_FOR,
-                 may_act: Callable[[], bool] | None = None) -> None:
+                 may_act: Callable[[], bool] | None = None,
+                 node_problem: Callable[[str], str | None] | None = None) -> None:
         """``may_act``: asked before every bind and eviction sent, first tries and retries alike (the daemon's
         "this replica holds the lease"): what was decided on a view that is no longer this replica's to act on
-        is dropped, however long it waited in the pool or backed off."""
+        is dropped, however long it waited in the pool or backed off. ``node_problem``: why a node may no longer
+        take a bind decided for it (gone, NotReady), or None; asked before each try."""
         self.client = client
+        self.node_problem = node_problem or (lambda _node: None)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bind")
         self.retry_for = retry_for
         self.may_act = may_act or (lambda: True)
@@ -106,6 +112,9 @@ class Actuator:
         for attempt in itertools.count():
             if not self.may_act():
                 return LOST_LEASE
+            problem = self.node_problem(b.node)
+            if problem is not None:  # the node went away (or NotReady) since the cycle decided: not there
+                return problem
             error: ApiError | None = None
             try:
                 if patch is not None:
@@ -181,11 +190,13 @@ class Actuator:
             ok = [b for b, e in items if e is None]
             out.failed.extend((b, e) for b, e in failed if e is not None)
             if failed and ok and len(items) > 1:
-                # never leave a gang half-bound: release what this cycle bound of it
-                log.warning("releasing %d bound pods of %s: %d binds failed", len(ok), job, len(failed))
-                out.released.extend(self.release(ok))
-            else:
-                out.bound.extend(ok)
+                # The gang is partly bound. Its bound pods stay: deleting them loses a pod that nothing makes again,
+                # and counts as a failure of a Job's pod (its backoffLimit, often 0 for a gang, fails the Job; its
+                # backoff delays the new pods for minutes). The next cycle places the rest of the gang; one that
+                # stays below its minimum is evicted whole after the stale-gang grace.
+                log.warning("%d of %d binds of %s failed (%s); its %d bound pods stay, the rest is placed again",
+                            len(failed), len(items), job, failed[0][1], len(ok))
+            out.bound.extend(ok)
         return out
 
     # ------------------------------------------------------------------------------------------ evictions

@@ -133,7 +133,8 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = cache or StartingCache(client, early=cfg.earlyFirstCycle and enabled("early-cycle"))
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
-        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)), may_act=self.leading)
+        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)), may_act=self.leading,
+                                 node_problem=self._node_problem)
         self.shared: SharedBinder | None = None
         if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
             self.shared = SharedBinder(client, cfg.gpuSharing, self._cached_pod, self.actuator._bind_one,
@@ -166,6 +167,16 @@ class Daemon:
 
     def _cached_pod(self, namespace: str, name: str) -> Obj | None:
         return self.cache.get("Pod", namespace, name)
+
+    def _node_problem(self, name: str) -> str | None:
+        """Why a bind decided for node ``name`` must not go out now (the watch shows it deleted, or NotReady)."""
+        node = self.cache.get("Node", None, name)
+        if node is None:
+            return f"node {name} no longer exists"
+        conditions = [cond for cond in (node.get("status") or {}).get("conditions") or [] if isinstance(cond, dict)]
+        if conditions and not any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions):
+            return f"node {name} is not Ready"
+        return None
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.holds()

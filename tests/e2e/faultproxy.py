@@ -257,6 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             while True:
                 chunk = resp.read1(65536)
                 if not chunk:
+                    resp.close()  # read whole: the upstream connection takes the next request
                     break
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
