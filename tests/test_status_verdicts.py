@@ -75,3 +75,18 @@ def test_an_invalid_topology_gets_a_warning_event_in_default() -> None:
 def test_a_replica_that_lost_the_lease_writes_nothing() -> None:
     client = _write(may_act=False)
     assert client.patches == [] and client.created == []
+
+
+def test_a_topology_level_must_be_a_node_label_key_and_distinct() -> None:
+    from kaid.model.objects import ObjectProblem
+    from kaid.model.policy import read_topologies
+
+    def problems(*labels: str) -> list[str]:
+        found: list[ObjectProblem] = []
+        read_topologies([{"metadata": {"name": "t"}, "spec": {"levels": [{"nodeLabel": x} for x in labels]}}], found)
+        return [p.reason.message for p in found]
+
+    assert problems("topology.kubernetes.io/zone", "kai.scheduler/rack", "kubernetes.io/hostname") == []
+    assert "is not a node label key" in problems("zone", "bad label!")[0]
+    assert "is not a node label key" in problems("a/b/c")[0]
+    assert "rack repeated" in problems("rack", "rack")[0]

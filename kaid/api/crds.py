@@ -7,6 +7,7 @@ validation error into a reason on the object, never an exception that stops the 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -103,14 +104,42 @@ class PodGroupSpec(_Spec):
         return value
 
 
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def is_label_key(key: str) -> bool:
+    """A valid Kubernetes label key: an optional DNS-subdomain prefix and ``/``, then a name of at most 63
+    characters (alphanumerics, ``-``, ``_``, ``.``; alphanumeric at both ends)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.fullmatch(prefix)):
+        return False
+    return bool(_LABEL_NAME.fullmatch(name))
+
+
 class TopologyLevel(_Spec):
     nodeLabel: str = Field(min_length=1)
+
+    @field_validator("nodeLabel")
+    @classmethod
+    def _label_key(cls, value: str) -> str:
+        if not is_label_key(value):
+            raise ValueError(f"{value!r} is not a node label key (such as topology.kubernetes.io/zone)")
+        return value
 
 
 class TopologySpec(_Spec):
     """``kai.scheduler/v1alpha1`` Topology spec: levels from the widest (e.g. zone) to the narrowest."""
 
     levels: list[TopologyLevel] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> TopologySpec:
+        labels = [lvl.nodeLabel for lvl in self.levels]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"a node label may be one level only: {', '.join(twice)} repeated")
+        return self
 
 
 def validation_message(error: Exception) -> str:

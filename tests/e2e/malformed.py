@@ -65,8 +65,8 @@ class Generator:
         meta = self.meta("q")
         name = meta["name"]
         spec: Obj = {}
-        parent = draw(st.one_of(st.none(), st.just(name), st.just("no-such-parent"), st.just(self.good_queue),
-                                self.ref(self.queues, "default"), _LABEL_VALUE))
+        parent = draw(st.one_of(st.none(), st.just(name), st.just("no-such-parent"),
+                                self.ref(self.queues, "no-such-parent"), _LABEL_VALUE))
         if parent is not None:
             spec["parentQueue"] = parent
         if draw(st.booleans()):

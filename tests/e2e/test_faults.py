@@ -15,12 +15,13 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .controlplane import ControlPlane
+from .controlplane import ApiError, ControlPlane
 from .faultproxy import FaultProxy, Rule
 from .faults import (
     BindRecorder,
@@ -428,9 +429,6 @@ _COLLECTIONS = {
 def _apply_malformed(cp: ControlPlane, namespace: str, objs: list[Obj]) -> tuple[list[Obj], dict[str, int]]:
     """Create each object (concurrently, kind by kind in order); returns those the API server took and the count
     it rejected per kind."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .controlplane import ApiError
 
     accepted: list[Obj] = []
     rejected: dict[str, int] = {}
@@ -519,9 +517,12 @@ def test_malformed_objects_while_scheduling(
     rss = [rss_kib(kaid.process.pid)]
     began = time.monotonic()
     try:
-        with BindRecorder(cp, namespace) as recorder:
+        with BindRecorder(cp, namespace) as recorder, ThreadPoolExecutor(1) as drawing:
+            upcoming = drawing.submit(gen.batch, MALFORMED_BATCH, 0)
             for i in range(MALFORMED_BATCHES):
-                objs = gen.batch(MALFORMED_BATCH, seed=i)
+                objs = upcoming.result()
+                if i + 1 < MALFORMED_BATCHES:  # drawn while this batch is applied
+                    upcoming = drawing.submit(gen.batch, MALFORMED_BATCH, i + 1)
                 wave = [pod(f"good-{i}-{j}", good_pool, q, 1) for j in range(3)]
                 good.extend(_pod_names(wave))
                 create_all(cp, namespace, wave)
@@ -549,16 +550,23 @@ def test_malformed_objects_while_scheduling(
                 raise AssertionError(f"{len(left)} objects without kaid's verdict, e.g. {left[:10]}") from None
             settled = time.monotonic()
             rss.append(rss_kib(kaid.process.pid))
+            kaid.wait_cycles(10, 120)  # nothing new comes: kaid's memory must stay where it is
+            rss.append(rss_kib(kaid.process.pid))
             expected = good + [o["metadata"]["name"] for o in accepted if o["kind"] == "Pod"]
             inv = check_invariants(cp, namespace, q, [kaid], expected=expected, recorder=recorder, grace=GANG_GRACE)
     finally:
         cp.kubectl("delete", "queues.scheduling.run.ai,topologies.kai.scheduler,priorityclasses.scheduling.k8s.io",
                    "-l", f"{MALFORMED_LABEL}={run}", "--wait=false", check=False, timeout=300)
     kinds = {k: sum(1 for o in accepted if o["kind"] == k) for k in _COLLECTIONS}
-    growth = rss[-1] - rss[1]
+    growth = rss[-2] - rss[1]
+    idle_growth = rss[-1] - rss[-2]
     record("malformed-objects", generated=MALFORMED_BATCHES * sum(MALFORMED_BATCH.values()), accepted=kinds,
            rejected=rejected, invalid_topologies=len(invalid_topologies), rss_kib=rss,
            verdicts_after_last_batch_s=round(settled - applied, 1), whole_run_s=round(settled - began, 1),
+           rss_growth_over_batches_mib=round(growth / 1024), rss_growth_idle_mib=round(idle_growth / 1024),
            probe_bound_s=round(inv.probe_bound_after, 1))
-    # bounded: what kaid holds grows with the objects it caches (about 5,000 here), not without limit
+    # bounded: what kaid holds grows with the objects it caches (about 5,000 here, and the PodGroups it makes for
+    # them), then stays where it is while nothing new comes
     assert growth < 400 * 1024, f"kaid's RSS grew by {growth / 1024:.0f} MiB over the batches: {rss}"
+    assert idle_growth < max(32 * 1024, rss[-2] // 10), f"kaid's RSS grew by {idle_growth / 1024:.0f} MiB in 10 " \
+        f"cycles without new objects: {rss}"
