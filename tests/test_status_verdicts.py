@@ -90,3 +90,24 @@ def test_a_topology_level_must_be_a_node_label_key_and_distinct() -> None:
     assert "is not a node label key" in problems("zone", "bad label!")[0]
     assert "is not a node label key" in problems("a/b/c")[0]
     assert "rack repeated" in problems("rack", "rack")[0]
+
+
+def test_podgroup_sub_groups_that_do_not_form_a_tree_are_invalid_not_a_crash() -> None:
+    """Found by the malformed-objects fault test: a sub-group that is its own parent sent every cycle into a
+    RecursionError (kaid scheduled nothing more); a repeated or empty name did the same."""
+    cfg = SchedulerConfig()
+    for subgroups in ([{"name": "a", "parent": "a"}], [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}],
+                      [{"name": "a"}, {"name": "a", "parent": "a"}], [{"name": "", "minMember": 1}]):
+        objects = [
+            OBJECTS[0],
+            {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": "pg", "namespace": "ns"},
+             "spec": {"minMember": 1, "queue": "q", "subGroups": subgroups}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+                                                             "annotations": {"pod-group-name": "pg"}},
+             "spec": {"schedulerName": cfg.schedulerName, "containers": [{"name": "c"}]}},
+        ]
+        snap = build_snapshot(objects, cfg, 1_000_000.0)
+        decisions = run_cycle(snap, cfg)
+        (reason, *_) = decisions.pending["ns/pg"]
+        assert reason.code == "InvalidPodGroup", (subgroups, reason)

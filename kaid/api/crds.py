@@ -96,6 +96,27 @@ class PodGroupSpec(_Spec):
         None, description="How long a running gang may stay below minMember; negative means never evict."
     )
 
+    @model_validator(mode="after")
+    def _subgroup_tree(self) -> PodGroupSpec:
+        """Sub-groups form a tree: each named, once, and no chain of parents comes back to where it began."""
+        names = [s.name for s in self.subGroups]
+        if any(not n for n in names):
+            raise ValueError("every sub-group needs a name")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"sub-group names must be unique: {', '.join(twice)} repeated")
+        parent = {s.name: s.parent or "" for s in self.subGroups}
+        for name in names:
+            seen: set[str] = set()
+            at = name
+            while at in parent:
+                if at in seen:
+                    raise ValueError(f"the parents of sub-group {name} form a cycle: set each parent to a sub-group "
+                                     "above it, or leave it unset")
+                seen.add(at)
+                at = parent[at]
+        return self
+
     @field_validator("stalenessGracePeriod")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
