@@ -316,7 +316,14 @@ class RunResult:
     cycle_s: float  # run_cycle: fair share, every action, the decisions
     cycle_cpu_s: float  # CPU time of this process during the cycle: less sensitive to other load
     actions_s: dict[str, float]  # each action's share of the cycle
+    actions_cpu_s: dict[str, float]  # ... in CPU time of this process
     decisions: Decisions
+    solver_s: float = 0.0  # CP-SAT's wall time in the cycle
+    snapshot_cpu_s: float = 0.0
+
+    @property
+    def total_cpu_s(self) -> float:
+        return self.snapshot_cpu_s + self.cycle_cpu_s
 
     @property
     def total_s(self) -> float:
@@ -325,15 +332,17 @@ class RunResult:
 
 
 @contextmanager
-def timed_actions(into: dict[str, float]) -> Iterator[None]:
-    """Time each action of ``kaid.cycle.ACTIONS`` while the block runs (the table is put back after)."""
+def timed_actions(into: dict[str, float], cpu: dict[str, float]) -> Iterator[None]:
+    """Time each action of ``kaid.cycle.ACTIONS`` while the block runs, wall and CPU time of this process (the
+    table is put back after)."""
     original = cycle.ACTIONS
 
     def timed(name: str, action: Callable[[Session], None]) -> Callable[[Session], None]:
         def run(session: Session) -> None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             action(session)
             into[name] = into.get(name, 0.0) + time.perf_counter() - t0
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - c0
         return run
 
     cycle.ACTIONS = tuple((name, timed(str(name), action)) for name, action in original)
@@ -346,16 +355,17 @@ def timed_actions(into: dict[str, float]) -> Iterator[None]:
 def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
     """Build a snapshot from the objects and run one cycle, each timed with perf_counter."""
     gc.collect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
     t1 = time.perf_counter()
     c1 = time.process_time()
     actions: dict[str, float] = {}
-    with timed_actions(actions):
+    actions_cpu: dict[str, float] = {}
+    with timed_actions(actions, actions_cpu):
         decisions = run_cycle(snap, cfg)
     t2 = time.perf_counter()
     c2 = time.process_time()
-    return RunResult(t1 - t0, t2 - t1, c2 - c1, actions, decisions)
+    return RunResult(t1 - t0, t2 - t1, c2 - c1, actions, actions_cpu, decisions, decisions.stats.solver_s, c1 - c0)
 
 
 def gang_nodes(decisions: Decisions, wl: Workload) -> dict[str, set[str]]:
@@ -454,7 +464,9 @@ def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, 
             "cycle_s": _timing([x.cycle_s for x in rs]),
             "total_s": _timing([x.total_s for x in rs]),
             "cycle_cpu_s": _timing([x.cycle_cpu_s for x in rs]),
-            "solver_s": _timing([x.decisions.stats.solver_s for x in rs]),
+            "total_cpu_s": _timing([x.total_cpu_s for x in rs]),
+            "actions_cpu_s": {a: statistics.median(x.actions_cpu_s.get(a, 0.0) for x in rs) for a in names},
+            "solver_s": _timing([x.solver_s for x in rs]),
             "actions_s": {a: statistics.median(x.actions_s.get(a, 0.0) for x in rs) for a in names},
             "fair_share_and_decisions_s": statistics.median(x.cycle_s - sum(x.actions_s.values()) for x in rs),
             **first,
@@ -508,7 +520,8 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
         larger = measure(build_workload(*big, seed), repeat, progress, f"{big[0]} nodes")
         report["larger"] = larger
         report["scaling"] = {s: {k: _ratio(larger["results"][s][k]["median"], base["results"][s][k]["median"])
-                                 for k in ("total_s", "cycle_s", "snapshot_s")} for s in SOLVERS}
+                                 for k in ("total_s", "cycle_s", "snapshot_s", "total_cpu_s", "cycle_cpu_s")}
+                             for s in SOLVERS}
     if rss:
         report["rss"] = {f"{n}x{p}x{q}": rss_probe(n, p, q, seed) for n, p, q in sizes}
     report["machine"] = {**machine_info(), "loadavg_before": load_before}
@@ -529,12 +542,15 @@ def _table(part: dict[str, Any]) -> list[str]:
         ("  cycle, every action, median (s)", cp["cycle_s"]["median"], gr["cycle_s"]["median"],
          ratios["cycle_median"]),
         ("  cycle, p99 (s)", cp["cycle_s"]["p99"], gr["cycle_s"]["p99"], ratios["cycle_p99"]),
+        ("cold cycle CPU time, median (s)", cp["total_cpu_s"]["median"], gr["total_cpu_s"]["median"],
+         _ratio(cp["total_cpu_s"]["median"], gr["total_cpu_s"]["median"])),
         ("  cycle CPU time, median (s)", cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"],
          _ratio(cp["cycle_cpu_s"]["median"], gr["cycle_cpu_s"]["median"])),
         ("    fair share and decisions (s)", cp["fair_share_and_decisions_s"], gr["fair_share_and_decisions_s"],
          None),
     ]
-    rows += [(f"    {a} (s)", cp["actions_s"].get(a), gr["actions_s"].get(a), None) for a in cp["actions_s"]]
+    rows += [(f"    {a}, wall; CPU (s)", f"{_fmt(cp['actions_s'].get(a))}; {_fmt(cp['actions_cpu_s'].get(a))}",
+              f"{_fmt(gr['actions_s'].get(a))}; {_fmt(gr['actions_cpu_s'].get(a))}", None) for a in cp["actions_s"]]
     rows += [
         ("    of which CP-SAT wall (s)", cp["solver_s"]["median"], gr["solver_s"]["median"], None),
         ("GPUs allocated", cp["gpus_allocated"], gr["gpus_allocated"], ratios["gpus_allocated"]),
@@ -593,7 +609,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines += ["", *_table(report["larger"]), ""]
         for solver, row in report["scaling"].items():
             lines.append(f"{args['scale']} times the cluster, {solver}: cold cycle x{_fmt(row['total_s'])}, "
-                         f"cycle x{_fmt(row['cycle_s'])}, snapshot x{_fmt(row['snapshot_s'])} (medians)")
+                         f"cycle x{_fmt(row['cycle_s'])}, snapshot x{_fmt(row['snapshot_s'])}; in CPU time: cold "
+                         f"cycle x{_fmt(row['total_cpu_s'])}, cycle x{_fmt(row['cycle_cpu_s'])} (medians)")
     for size, row in report.get("rss", {}).items():
         if "error" in row:
             lines.append(f"resident memory at {size}: not measured ({row['error']})")

@@ -52,7 +52,8 @@ def test_report_has_every_key(report: dict[str, Any]) -> None:
             assert len(res[timing]["runs"]) == 1
         assert set(res["actions_s"]) == {"allocate", "consolidate", "reclaim", "preempt", "stale-gang"}
         assert set(report["larger"]["results"][solver]) >= SOLVER_KEYS
-        assert set(report["scaling"][solver]) == {"total_s", "cycle_s", "snapshot_s"}
+        assert set(report["scaling"][solver]) == {"total_s", "cycle_s", "snapshot_s", "total_cpu_s", "cycle_cpu_s"}
+        assert set(res["actions_cpu_s"]) == set(res["actions_s"])
     assert set(report["ratios"]) >= RATIO_KEYS
     assert set(report["comparison"]) >= COMPARISON_KEYS
     assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3, "scale": 2}
