@@ -110,6 +110,9 @@ def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
             session.say(att.job, why)
         return False
     session.scenarios_left -= 1
+    # one job may use a quarter of the action's scenarios: a search that cannot succeed (a huge gang whose victims
+    # keep their places) must not starve the jobs after it
+    session.search_left = max(1, session.cfg.maxVictimScenarios // 4)
     free = run(session, att, [], _validator(session, rules, att))
     if free is not None:  # it fits on what this cycle's evictions freed: no victim of its own needed
         _record(session, att, Found([], free, "none"))
@@ -123,11 +126,12 @@ def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
     found = _first_found(session, rules, att, search)
     if found is not None and rules.solver and _solver_applies(session, att):
         found = _cheaper(session, rules, att, search, found)
-    if found is None and session.scenarios_left <= 0:
+    if found is None and (session.scenarios_left <= 0 or session.search_left <= 0):
         session.say(att.job, Reason(
-            ReasonCode.NOT_PLACED_THIS_CYCLE, f"{rules.action} simulated its {session.cfg.maxVictimScenarios} victim "
-            "scenarios for this cycle (maxVictimScenarios) before it found victims for this job; it searches again "
-            "next cycle", {"action": rules.action, "maxVictimScenarios": session.cfg.maxVictimScenarios}))
+            ReasonCode.NOT_PLACED_THIS_CYCLE, f"{rules.action} simulated as many victim scenarios as it may this cycle "
+            f"(a quarter of maxVictimScenarios, {session.cfg.maxVictimScenarios}, for one job; all of them for all "
+            "jobs) before it found victims for this job; it searches again next cycle",
+            {"action": rules.action, "maxVictimScenarios": session.cfg.maxVictimScenarios}))
         return False
     if found is None:
         _explain(session, rules, att, search, protected)
@@ -203,9 +207,10 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -
         evict(session, att, [unit])
         if not room.could_fit(unit):
             continue
-        if session.scenarios_left <= 0:
+        if session.scenarios_left <= 0 or session.search_left <= 0:
             break
         session.scenarios_left -= 1
+        session.search_left -= 1
         out = settle(session, att, [search.units[j] for j in chosen], valid)
         if out is not None:
             out.start = start

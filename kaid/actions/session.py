@@ -93,6 +93,7 @@ class Session:
     victim_stats: EvictionStats = field(default_factory=EvictionStats)
     stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
     scenarios_left: int = 0  # victim scenarios the running eviction action may still simulate this cycle
+    search_left: int = 0  # ... and the job it searches victims for
     # what stays put for the whole cycle, worked out once (``total``, ``ref``, ``small_ref``, ``releasing``)
     _fixed: dict[str, object] = field(default_factory=dict, init=False, repr=False)
     _releasing: list[Pod] | None = field(default=None, init=False, repr=False)

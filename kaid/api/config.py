@@ -169,9 +169,9 @@ class SchedulerConfig(BaseModel):
                                    "cycle; the rest wait for the next cycle (bounds the cycle on deep backlogs).")
     maxVictimScenarios: int = Field(256, ge=0, description="Victim scenarios (a set of victims evicted and the jobs "
                                     "involved placed again) each of reclaim, preempt and consolidate may simulate per "
-                                    "cycle; the job being searched when they run out and the rest wait for the next "
-                                    "cycle (bounds the cycle on large clusters, where a search can walk thousands of "
-                                    "victims).")
+                                    "cycle, one job a quarter of them; the job being searched when they run out and "
+                                    "the rest wait for the next cycle (bounds the cycle on large clusters, where a "
+                                    "search can walk thousands of victims).")
     leaderElection: LeaderElectionConfig = LeaderElectionConfig()
     metricsPort: int = Field(8080, ge=0, le=65535, description="0 turns the metrics and health server off.")
     metricsAddress: str = Field("0.0.0.0", description="Address the metrics and health server listens on.")
