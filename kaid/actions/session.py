@@ -98,6 +98,7 @@ class Session:
     _fixed: dict[str, object] = field(default_factory=dict, init=False, repr=False)
     _releasing: list[Pod] | None = field(default=None, init=False, repr=False)
     _by_queue: dict[str, list[Job]] | None = field(default=None, init=False, repr=False)
+    _evicts: dict[int, list[Op]] = field(default_factory=dict, init=False, repr=False)  # id(pod) -> its EVICT ops
 
     @property
     def total(self) -> Vec:
@@ -175,10 +176,12 @@ class Session:
         self._charge(pod, node, -1)
         pod.status = PodStatus.EVICTED
         self.ops.append(op)
+        self._evicts.setdefault(id(pod), []).append(op)
 
     def restore(self, pod: Pod) -> bool:
         """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim."""
-        evicted = next((op for op in reversed(self.ops) if op.kind == OpKind.EVICT and op.pod is pod), None)
+        stack = self._evicts.get(id(pod))  # its latest eviction (was a scan of every operation: quadratic)
+        evicted = stack[-1] if stack else None
         if evicted is None or pod.status not in (PodStatus.EVICTED, PodStatus.PIPELINED):
             return False
         placed = self.snap.node_by_name.get(pod.node or "") if pod.status == PodStatus.PIPELINED else None
@@ -248,6 +251,7 @@ class Session:
             elif op.kind == OpKind.EVICT:
                 self.index.assign(op.node, op.pod, op.devices)
                 self._charge(op.pod, op.node, +1)
+                self._evicts[id(op.pod)].pop()
             op.pod.status, op.pod.node, op.pod.devices = op.prev_status, op.prev_node, op.prev_devices
 
     # ------------------------------------------------------------------------------------ releasing pods
