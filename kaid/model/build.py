@@ -116,12 +116,9 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
     for obj in inp.pods:
-        spec = obj.get("spec") or {}
-        if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
-            continue
-        ours = (spec.get("schedulerName") or "default-scheduler") == cfg.schedulerName
-        if not ours and not spec.get("nodeName"):
-            continue  # another scheduler's pending pod: not ours to place, holds nothing yet
+        wanted, ours = pod_role(obj, cfg)
+        if not wanted:
+            continue  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
         pod = read(obj, pod_problems)
         if is_reservation_pod(obj, cfg.gpuSharing):
@@ -131,9 +128,10 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 holders.append((1, node, pod))
                 reservations.append((node, pod))
             continue
-        holder = _place_read_pod(obj, pod, ours, node_by_name)
-        if holder is not None:
-            holders.append(holder)
+        rank = place_pod(obj, pod, ours)
+        node = node_by_name.get(pod.node) if rank is not None and pod.node else None
+        if node is not None and rank is not None:
+            holders.append((rank, node, pod))
         if not ours or (not pod.node and pod.releasing):
             continue  # another scheduler's, or deleted before it was ever placed
         pods.append(pod)
@@ -145,27 +143,42 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
 
 
 
-def _place_read_pod(obj: Obj, pod: Pod, ours: bool, node_by_name: Mapping[str, Node]) -> Holder | None:
-    """A pod's status from its node or the node it is pipelined onto; the holder to account, if it holds any."""
+def place_pod(obj: Obj, pod: Pod, ours: bool) -> int | None:
+    """A read pod's status from its node or the node it is pipelined onto (``pod.node`` becomes that node); the rank
+    it is accounted in on that node when it holds resources there (``Holder``), else None."""
     pipelined = meta.annotation(obj, c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
     if pipelined and not pod.releasing:
         pod.node = pipelined
-    node = node_by_name.get(pod.node) if pod.node else None
     if pipelined and pod.node:
         pod.status = PodStatus.PIPELINED
         pod.pipeline_action = meta.annotation(obj, c.PIPELINED_ACTION_ANNOTATION)
-        return (2, node, pod) if node is not None else None
+        return 2
     if pod.node:
         pod.status = PodStatus.RELEASING if pod.releasing else \
             PodStatus.RUNNING if pod.phase == PodPhase.RUNNING else PodStatus.BOUND
-        return (0 if pod.devices else 1, node, pod) if node is not None else None
+        return 0 if pod.devices else 1
     return None
+
+
+def pod_role(obj: Obj, cfg: SchedulerConfig) -> tuple[bool, bool]:
+    """(read it at all, ours): finished pods and another scheduler's pending pods are not read."""
+    spec = obj.get("spec") or {}
+    if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
+        return False, False
+    ours = (spec.get("schedulerName") or "default-scheduler") == cfg.schedulerName
+    return ours or bool(spec.get("nodeName")), ours
 
 
 def _finish_jobs(jobs: Mapping[str, Job], queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
                  topologies: Mapping[str, list[str]]) -> None:
     for job in jobs.values():
-        finish_job(job, queues, pcs, topologies)
-        if job.stale_since is None:  # jobs without a PodGroup object keep the mark on their pods
-            marks = [meta.parse_time(meta.annotation(p.raw, c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
-            job.stale_since = max(marks, default=0.0) or None
+        complete_job(job, queues, pcs, topologies)
+
+
+def complete_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
+                 topologies: Mapping[str, list[str]]) -> None:
+    """``finish_job``, and the stale mark of a job without a PodGroup object, which its pods keep."""
+    finish_job(job, queues, pcs, topologies)
+    if job.stale_since is None:
+        marks = [meta.parse_time(meta.annotation(p.raw, c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
+        job.stale_since = max(marks, default=0.0) or None

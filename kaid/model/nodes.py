@@ -70,6 +70,8 @@ def occupy(node: Node, pod: Pod) -> None:
                 node.idle -= 1
             node.dev_used[d] += 1000
         pod.devices = tuple(wanted)
+    elif pod.gpu_whole:
+        pod.devices = ()  # a node without GPUs (it lost them): no device to account, or to give back on eviction
     elif pod.frac_devices:
         _occupy_shared(node, pod)
 

@@ -1,0 +1,612 @@
+"""The engine's model kept up to date from object events: the daemon's incremental snapshot.
+
+``LiveModel`` takes the objects one by one as a watch reports them (``upsert``, ``delete``, ``resync`` after a
+relist) and keeps, for each, what ``build_snapshot`` would read from it: a pod read once, a node with the pods that
+hold resources on it accounted, a job with its pods, each queue's sums. An event marks what depends on its object
+(a pod: its node, its job; a node: its pods' jobs when their GPU memory depends on it; an owner: the pods grouped
+through it; a queue, a priority class or a topology: every job) and only that is read again when the next
+snapshot is taken.
+
+``snapshot`` hands out a fresh copy of every engine object (nodes, pods, jobs, queues): a cycle changes its
+snapshot as it decides, and must never change the kept model. The copy is shallow (what a cycle never changes,
+such as labels, selectors and the objects themselves, is shared, as the daemon's pod memo always did) and costs
+a few microseconds an object; everything else a cold build does is paid only for what changed.
+
+The snapshot is the one ``build_snapshot`` makes from the same objects in the same order (each kind in the order
+it was first upserted, as a watch cache's dict keeps it): ``tests/test_live_model.py`` checks that on random
+event sequences. Queue ``version`` counters differ (they only ever need to change within a cycle)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kaid.api import constants as c
+from kaid.api import meta
+from kaid.api.config import SchedulerConfig
+from kaid.model.build import complete_job, place_pod, pod_role
+from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
+from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
+from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
+from kaid.model.objects import (
+    Budget,
+    Job,
+    Node,
+    ObjectProblem,
+    Pod,
+    PriorityClass,
+    Queue,
+    Reason,
+    Snapshot,
+    zero,
+)
+from kaid.model.pods import is_reservation_pod, read_pod
+from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
+from kaid.model.queues import pod_vector, read_queues
+from kaid.model.vocabulary import CPU, GPU, MEM, PodStatus
+
+Obj = dict[str, Any]
+_R = (GPU, CPU, MEM)
+# kinds kept as plain objects, read again as a whole when one of them changes (there are few)
+_POLICY = {"PriorityClass", "Topology", "PodDisruptionBudget"}
+
+
+class _PodEntry:
+    """One pod object and what the model read from it."""
+
+    __slots__ = ("chain", "group", "included", "job", "node", "obj", "placed", "problems", "rank", "reservation",
+                 "seq", "tpl", "waiting")
+
+    def __init__(self, obj: Obj, seq: int) -> None:
+        self.obj = obj
+        self.seq = seq
+        self.placed: Pod | None = None  # read and placed (status, node), before its node accounts it
+        self.tpl: Pod | None = None  # as the snapshot has it: accounted on its node (devices, GPU group)
+        self.problems: list[Reason] = []
+        self.rank: int | None = None  # holds resources on ``node`` (when that node exists), in this order
+        self.node: str | None = None
+        self.included = False  # one of this scheduler's pods, in a job
+        self.reservation = False
+        self.group = ""  # a reservation pod's GPU group
+        self.job: str | None = None
+        self.chain: tuple[tuple[str, str, str], ...] = ()  # the owners looked up to group it
+        self.waiting = ""  # its uid, while it is a pending shared-GPU pod (reservations wait for it)
+
+
+class _JobEntry:
+    """A job as read from its PodGroup and its pods (pods by key, in the job's order), and what it adds to its
+    queue."""
+
+    __slots__ = ("alloc_np", "allocated", "job", "keys", "queue", "requested")
+
+    def __init__(self, job: Job, keys: list[str]) -> None:
+        self.job = job
+        self.keys = keys
+        self.queue: str | None = None  # the queue it is accounted in (None: no such queue)
+        self.requested = zero()
+        self.allocated = zero()
+        self.alloc_np = zero()
+
+
+class LiveModel:
+    """The objects of a cluster and the engine's model of them, kept up to date one event at a time."""
+
+    def __init__(self, config: SchedulerConfig | None = None, wait_for_owners: bool = False) -> None:
+        self.cfg = config or SchedulerConfig()
+        self.wait_for_owners = wait_for_owners
+        self._seq = 0
+        self.pods: dict[str, _PodEntry] = {}
+        self.nodes: dict[str, Obj] = {}  # by name
+        self.node_seq: dict[str, int] = {}
+        self.podgroups: dict[str, Obj] = {}  # by key (namespace/name): the key of its job
+        self.queue_objs: dict[str, Obj] = {}
+        self.policy: dict[str, dict[str, Obj]] = {k: {} for k in _POLICY}
+        self.namespaces: dict[str, Obj] = {}
+        self.owners: OwnerIndex = {}
+        # what is derived
+        self.node_tpl: dict[str, Node] = {}
+        self.node_pods: dict[str, set[str]] = {}  # node name -> pods placed on it (holding or not)
+        self.job_pods: dict[str, set[str]] = {}  # job key -> its pods
+        self.owner_pods: dict[tuple[str, str, str], set[str]] = {}  # owner looked up -> pods grouped through it
+        self.jobs: dict[str, _JobEntry] = {}
+        self.mem_jobs: set[str] = set()  # jobs with gpu-memory pods: their GPU share depends on the nodes
+        self.waiting: dict[str, int] = {}  # uids of pending shared-GPU pods
+        self.reserved: dict[str, set[str]] = {}  # a uid that may open a reservation's GPU group -> its nodes
+        self.queues: dict[str, Queue] = {}
+        self.queue_problems: list[ObjectProblem] = []
+        self.pcs: dict[str, PriorityClass] = {}
+        self.topologies: dict[str, list[str]] = {}
+        self.policy_problems: list[ObjectProblem] = []
+        self.budgets: list[Budget] = []
+        self.sorted_nodes: list[str] | None = None
+        self.ref: Node | None = None
+        # what changed since the last snapshot
+        self.dirty_pods: set[str] = set()
+        self.dirty_nodes: set[str] = set()
+        self.dirty_jobs: set[str] = set()
+        self.queues_dirty = True
+        self.policy_dirty = True
+        self.all_jobs_dirty = False
+        self.ref_dirty = False
+        self._direct: dict[str, tuple[list[int], list[int], list[int]]] = {}  # queue -> its own jobs' sums
+
+    # ------------------------------------------------------------------------------------------------ events
+    def upsert(self, obj: Obj) -> None:
+        """An object added or changed (the same dict again is a no-op)."""
+        kind = obj.get("kind")
+        if kind == "List":
+            for item in obj.get("items") or []:
+                if isinstance(item, dict):
+                    self.upsert(item)
+            return
+        key = meta.store_key(obj)
+        if kind == "Pod":
+            entry = self.pods.get(key)
+            if entry is None:
+                self._seq += 1
+                self.pods[key] = _PodEntry(obj, self._seq)
+            elif entry.obj is obj:
+                return
+            else:
+                entry.obj = obj
+            self.dirty_pods.add(key)
+        elif kind == "Node":
+            name = meta.name(obj)
+            if self.nodes.get(name) is obj:
+                return
+            if name not in self.nodes:
+                self._seq += 1
+                self.node_seq[name] = self._seq
+                self.sorted_nodes = None
+            self.nodes[name] = obj
+            self._node_changed(name)
+        elif kind == "PodGroup":
+            if self.podgroups.get(key) is obj:
+                return
+            self.podgroups[key] = obj
+            self.dirty_jobs.add(key)
+        elif kind == "Queue":
+            self.queue_objs[key] = obj
+            self.queues_dirty = True
+        elif kind in _POLICY:
+            self.policy[str(kind)][key] = obj
+            self.policy_dirty = True
+        elif kind == "Namespace":
+            self.namespaces[meta.name(obj)] = obj
+            self.all_jobs_dirty = True
+        elif kind in OWNER_KINDS:
+            okey = (meta.namespace(obj), str(kind), meta.name(obj))
+            if self.owners.get(okey) is obj:
+                return
+            self.owners[okey] = obj
+            self._owner_changed(okey)
+
+    def delete(self, kind: str, key: str) -> None:
+        """An object deleted: ``key`` is its watch-cache key (``meta.store_key``: ``namespace/name``, an empty
+        namespace for cluster-scoped objects)."""
+        if kind == "Pod":
+            entry = self.pods.pop(key, None)
+            if entry is not None:
+                self._unplace(key, entry)
+        elif kind == "Node":
+            name = key.rpartition("/")[2]
+            if self.nodes.pop(name, None) is not None:
+                self.node_seq.pop(name, None)
+                self.sorted_nodes = None
+                self._node_changed(name)
+        elif kind == "PodGroup":
+            if self.podgroups.pop(key, None) is not None:
+                self.dirty_jobs.add(key)
+        elif kind == "Queue":
+            if self.queue_objs.pop(key, None) is not None:
+                self.queues_dirty = True
+        elif kind in _POLICY:
+            if self.policy[kind].pop(key, None) is not None:
+                self.policy_dirty = True
+        elif kind == "Namespace":
+            if self.namespaces.pop(key.rpartition("/")[2], None) is not None:
+                self.all_jobs_dirty = True
+        elif kind in OWNER_KINDS:
+            ns, _, name = key.partition("/")
+            okey = (ns or meta.DEFAULT_NAMESPACE, kind, name)
+            if self.owners.pop(okey, None) is not None:
+                self._owner_changed(okey)
+
+    def resync(self, kind: str, objects: Iterable[Obj]) -> None:
+        """Every object of ``kind`` as a new list has them (after a relist: ``410 Gone``, a restarted watch): those
+        missing are deleted, the rest upserted, and the kind's order becomes the list's."""
+        objs = [o for o in objects if isinstance(o, dict)]
+        for o in objs:
+            o.setdefault("kind", kind)
+        keep = {meta.store_key(o) for o in objs}
+        for key in [k for k in self._keys(kind) if k not in keep]:
+            self.delete(kind, key)
+        if kind == "Pod":  # a new order: every pod entry afresh (as a cold build would read them)
+            for key, entry in list(self.pods.items()):
+                self._unplace(key, entry)
+                del self.pods[key]
+        elif kind == "Node":
+            for name in list(self.nodes):
+                self.delete("Node", f"/{name}")
+        elif kind == "PodGroup":
+            self.dirty_jobs.update(self.podgroups)
+            self.podgroups = {}
+        elif kind == "Queue":
+            self.queue_objs = {}
+            self.queues_dirty = True
+        elif kind in _POLICY:
+            self.policy[kind] = {}
+            self.policy_dirty = True
+        for o in objs:
+            self.upsert(o)
+
+    def _keys(self, kind: str) -> list[str]:
+        if kind == "Pod":
+            return list(self.pods)
+        if kind == "Node":
+            return [f"/{n}" for n in self.nodes]
+        if kind == "PodGroup":
+            return list(self.podgroups)
+        if kind == "Queue":
+            return list(self.queue_objs)
+        if kind in _POLICY:
+            return list(self.policy[kind])
+        if kind == "Namespace":
+            return [f"/{n}" for n in self.namespaces]
+        return [f"{ns}/{name}" for ns, k, name in self.owners if k == kind]
+
+    def objects(self) -> list[Obj]:
+        """Every object held, each kind in the model's order: ``build_snapshot`` of these is ``snapshot``."""
+        out: list[Obj] = [e.obj for e in self.pods.values()]
+        out += sorted(self.nodes.values(), key=lambda o: self.node_seq[meta.name(o)])
+        out += [*self.podgroups.values(), *self.queue_objs.values(), *self.namespaces.values(),
+                *self.owners.values()]
+        for objs in self.policy.values():
+            out += objs.values()
+        return out
+
+    def pod_objects(self, job: str) -> list[Obj]:
+        """The objects of a job's pods (this scheduler's, live), in the model's order."""
+        entries = [self.pods[k] for k in self.job_pods.get(job, ()) if k in self.pods]
+        return [e.obj for e in sorted(entries, key=lambda e: e.seq)]
+
+    def implicit_jobs(self) -> list[str]:
+        """The jobs of pods that no PodGroup object names (the daemon makes their PodGroups)."""
+        return [k for k in self.job_pods if k not in self.podgroups]
+
+    # -------------------------------------------------------------------------------------------- marking
+    def _node_changed(self, name: str) -> None:
+        self.dirty_nodes.add(name)
+        self.ref_dirty = True
+        self.dirty_jobs |= self.mem_jobs  # their GPU share reads the nodes' GPU memory
+
+    def _owner_changed(self, okey: tuple[str, str, str]) -> None:
+        self.dirty_pods |= self.owner_pods.get(okey, set())  # grouped again: their job may be another
+
+    def _unplace(self, key: str, entry: _PodEntry) -> None:
+        """Take a pod out of the indexes (it is read again, or gone)."""
+        self.dirty_pods.discard(key)
+        if entry.node is not None:
+            pods = self.node_pods.get(entry.node)
+            if pods is not None:
+                pods.discard(key)
+            if entry.rank is not None:
+                self.dirty_nodes.add(entry.node)
+            if entry.group:
+                self._index_reservation(entry.group, entry.node, -1)
+        if entry.job is not None:
+            members = self.job_pods.get(entry.job)
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self.job_pods[entry.job]
+            self.dirty_jobs.add(entry.job)
+        for okey in entry.chain:
+            pods = self.owner_pods.get(okey)
+            if pods is not None:
+                pods.discard(key)
+                if not pods:
+                    del self.owner_pods[okey]
+        if entry.waiting:
+            self._wait(entry.waiting, -1)
+        entry.node = entry.job = None
+        entry.rank = None
+        entry.chain = ()
+        entry.waiting = entry.group = ""
+        entry.included = entry.reservation = False
+        entry.tpl = None
+
+    def _wait(self, uid: str, sign: int) -> None:
+        n = self.waiting.get(uid, 0) + sign
+        if n > 0:
+            self.waiting[uid] = n
+        else:
+            self.waiting.pop(uid, None)
+        if (n > 0) != (n - sign > 0):  # waiting or no longer: the reservations it may open are held otherwise
+            self.dirty_nodes |= self.reserved.get(uid, set())
+
+    def _index_reservation(self, group: str, node: str, sign: int) -> None:
+        for opener in {group, group.rpartition("-")[0]}:
+            nodes = self.reserved.setdefault(opener, set())
+            if sign > 0:
+                nodes.add(node)
+            else:
+                nodes.discard(node)
+                if not nodes:
+                    del self.reserved[opener]
+
+    # ------------------------------------------------------------------------------------------- reading
+    def _read_pod(self, key: str, entry: _PodEntry) -> None:
+        """Read (or group again) one pod; its old node and job, and its new ones, are marked."""
+        obj = entry.obj
+        self._unplace(key, entry)
+        entry.placed = None
+        wanted, ours = pod_role(obj, self.cfg)
+        if not wanted:
+            return
+        entry.problems = []
+        placed = read_pod(obj, entry.problems)
+        entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
+        entry.rank = (1 if placed.node else None) if entry.reservation else place_pod(obj, placed, ours)
+        entry.placed = placed
+        entry.tpl = placed
+        entry.node = placed.node
+        if entry.node is not None:
+            self.node_pods.setdefault(entry.node, set()).add(key)
+            if entry.rank is not None:
+                self.dirty_nodes.add(entry.node)
+            if entry.reservation and placed.gpu_group:
+                entry.group = placed.gpu_group
+                self._index_reservation(entry.group, entry.node, 1)
+        if entry.reservation or not ours or (not placed.node and placed.releasing):
+            return
+        entry.included = True
+        pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+        if pg_name:
+            job = f"{placed.namespace}/{pg_name}"
+        else:
+            job = f"{placed.namespace}/{group_for_pod(obj, self.owners).name}"
+            entry.chain = _owner_chain(obj, self.owners)
+            for okey in entry.chain:
+                self.owner_pods.setdefault(okey, set()).add(key)
+        entry.job = job
+        self.job_pods.setdefault(job, set()).add(key)
+        self.dirty_jobs.add(job)
+        if placed.status == PodStatus.PENDING and placed.frac_devices:
+            entry.waiting = placed.uid
+            self._wait(placed.uid, 1)
+
+    def _read_node(self, name: str) -> None:
+        """A node with the pods that hold resources on it accounted, in a cold build's order."""
+        obj = self.nodes.get(name)
+        holders = [self.pods[k] for k in self.node_pods.get(name, ()) if k in self.pods]
+        if obj is None:
+            self.node_tpl.pop(name, None)
+            for e in holders:
+                e.tpl = e.placed
+            return
+        node = read_node(obj)
+        holders.sort(key=lambda e: (e.rank if e.rank is not None else 9, e.seq))
+        reservations: list[Pod] = []
+        for e in holders:
+            if e.rank is None or e.placed is None:
+                e.tpl = e.placed
+                continue
+            pod = e.placed.copy()
+            if e.reservation:
+                pod.gpu_whole = 0
+                reservations.append(pod)
+            occupy(node, pod)
+            e.tpl = pod
+        for pod in reservations:
+            if pod.gpu_group and not (pod.gpu_group in self.waiting or
+                                      pod.gpu_group.rpartition("-")[0] in self.waiting):
+                hold_reserved_device(node, pod.gpu_group)
+        self.node_tpl[name] = node
+
+    def _read_job(self, key: str) -> None:
+        old = self.jobs.pop(key, None)
+        if old is not None and old.queue is not None:
+            self._charge(old, -1)
+        self.mem_jobs.discard(key)
+        pg = self.podgroups.get(key)
+        members = sorted((self.pods[k] for k in self.job_pods.get(key, ()) if k in self.pods), key=lambda e: e.seq)
+        if pg is None and not members:
+            return
+        jobs: dict[str, Job] = {}
+        if pg is not None:
+            read_podgroup(pg, jobs)
+        for e in members:
+            assert e.placed is not None
+            job = job_for_pod(e.obj, e.placed, jobs, self.owners, self.namespaces, self.cfg, self.wait_for_owners)
+            job.errors.extend(e.problems)
+            job.pods.append(e.placed)
+        job = jobs[key]
+        complete_job(job, self.queues, self.pcs, self.topologies)
+        check_min_member(jobs, self.owners)
+        entry = _JobEntry(job, [p.key for p in job.pods])
+        if any(p.gpu_mem_mib and p.frac_devices for p in job.pods):
+            self.mem_jobs.add(key)
+        if job.queue in self.queues:
+            entry.queue = job.queue
+            request = 0
+            for pod in job.pods:
+                if pod.releasing:
+                    continue
+                node = self.node_tpl.get(pod.node) if pod.node else self.ref
+                vec = pod_vector(pod, node)
+                request += vec[GPU]
+                for r in _R:
+                    entry.requested[r] += vec[r]
+                if pod.active:
+                    for r in _R:
+                        entry.allocated[r] += vec[r]
+                        if not job.preemptible:
+                            entry.alloc_np[r] += vec[r]
+            job.request_milli = request
+            self._charge(entry, 1)
+        job.pods = []  # the snapshot's are the copies of the pods' templates
+        self.jobs[key] = entry
+
+    def _charge(self, entry: _JobEntry, sign: int) -> None:
+        q = self._direct.setdefault(str(entry.queue), (zero(), zero(), zero()))
+        for r in _R:
+            q[0][r] += sign * entry.requested[r]
+            q[1][r] += sign * entry.allocated[r]
+            q[2][r] += sign * entry.alloc_np[r]
+
+    # ------------------------------------------------------------------------------------------ snapshot
+    def refresh(self) -> None:
+        """Read again what the events since the last call changed."""
+        if self.policy_dirty:
+            problems: list[ObjectProblem] = []
+            self.pcs = read_priority_classes(list(self.policy["PriorityClass"].values()), problems)
+            self.topologies = read_topologies(list(self.policy["Topology"].values()), problems)
+            self.policy_problems = problems
+            self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()))
+            self.all_jobs_dirty = True
+            self.policy_dirty = False
+        if self.queues_dirty:
+            problems = []
+            self.queues = read_queues(list(self.queue_objs.values()), problems,
+                                      self.cfg.unmentionedQueueResources == "unmanaged")
+            for q in self.queues.values():
+                problems.extend(ObjectProblem("Queue", q.name, None, err) for err in q.errors)
+            self.queue_problems = problems
+            self.all_jobs_dirty = True
+            self.queues_dirty = False
+        for key in list(self.dirty_pods):
+            entry = self.pods.get(key)
+            if entry is not None:
+                self._read_pod(key, entry)
+        self.dirty_pods.clear()
+        if self.dirty_nodes:
+            for name in self.dirty_nodes:
+                self._read_node(name)
+            self.dirty_nodes = set()
+        if self.sorted_nodes is None:
+            self.sorted_nodes = sorted(self.nodes)
+        if self.ref_dirty:
+            self.ref = reference_node([self.node_tpl[n] for n in self.sorted_nodes])
+            self.ref_dirty = False
+        if self.all_jobs_dirty:
+            self.dirty_jobs = set(self.jobs) | set(self.job_pods) | set(self.podgroups)
+            self.all_jobs_dirty = False
+        for key in self.dirty_jobs:
+            self._read_job(key)
+        self.dirty_jobs = set()
+
+    def snapshot(self, now: float = 0.0, usage: Mapping[str, list[float]] | None = None) -> Snapshot:
+        """A Snapshot of the current objects, the engine's to change: every node, pod, job and queue a fresh copy."""
+        self.refresh()
+        assert self.sorted_nodes is not None
+        nodes = [_copy_node(self.node_tpl[n]) for n in self.sorted_nodes]
+        node_by_name = {n.name: n for n in nodes}
+        view: dict[str, Pod] = {}
+        pods: list[Pod] = []
+        for key, entry in self.pods.items():
+            if entry.included and entry.tpl is not None:
+                pod = entry.tpl.copy()
+                view[key] = pod
+                pods.append(pod)
+        jobs: dict[str, Job] = {}
+        firsts: list[tuple[int, str]] = []
+        for key in self.podgroups:
+            jobs[key] = None  # type: ignore[assignment]  # the PodGroups' jobs first, in their order
+        for key, members in self.job_pods.items():
+            if key not in self.podgroups:
+                firsts.append((min(self.pods[k].seq for k in members), key))
+        firsts.sort()
+        for _, key in firsts:
+            jobs[key] = None  # type: ignore[assignment]
+        for key in jobs:
+            tpl = self.jobs[key]
+            job = _copy_job(tpl.job)
+            job.pods = [view[k] for k in tpl.keys]
+            for pod in job.pods:
+                pod.job = job
+            jobs[key] = job
+        queues = self._queues(jobs, usage)
+        problems = [*self.policy_problems, *self.queue_problems]
+        budgets = [Budget(b.namespace, b.name, b.selector, b.disruptions_allowed) for b in self.budgets]
+        return Snapshot(nodes, queues, jobs, pods, dict(self.topologies), dict(self.pcs), now, problems, budgets,
+                        node_by_name)
+
+    def _queues(self, jobs: Mapping[str, Job], usage: Mapping[str, list[float]] | None) -> dict[str, Queue]:
+        out = {name: _copy_queue(q) for name, q in self.queues.items()}
+        for name, q in out.items():
+            tpl = self.queues[name]
+            if tpl.parent is not None:
+                q.parent = out[tpl.parent.name]
+            q.children = [out[ch.name] for ch in tpl.children]
+            if usage and name in usage:
+                q.usage = list(usage[name])
+        for name, q in out.items():
+            direct = self._direct.get(name)
+            if direct is not None:
+                for anc in q.path():
+                    for r in _R:
+                        anc.requested[r] += direct[0][r]
+                        anc.allocated[r] += direct[1][r]
+                        anc.alloc_np[r] += direct[2][r]
+        for job in jobs.values():
+            queue = out.get(job.queue)
+            if queue is not None:
+                queue.jobs.append(job)
+        for q in out.values():
+            q.jobs.sort(key=lambda j: (-j.priority, j.created, j.key))
+        return out
+
+
+def _owner_chain(pod: Obj, owners: OwnerIndex) -> tuple[tuple[str, str, str], ...]:
+    """Every owner key ``grouping.top_owner`` looks up for this pod, found or not: a change to any of them may group
+    the pod otherwise."""
+    ns = meta.namespace(pod)
+    kind, current = "Pod", pod
+    out: list[tuple[str, str, str]] = []
+    while True:
+        ref = controller_ref(current)
+        if ref is None or (kind == "Job" and ref.get("kind") == "CronJob"):
+            return tuple(out)
+        kind, name = str(ref["kind"]), str(ref["name"])
+        okey = (ns, kind, name)
+        if okey in out:
+            return tuple(out)
+        out.append(okey)
+        found = owners.get(okey)
+        if found is None:
+            return tuple(out)
+        current = found
+
+
+def _copy_node(n: Node) -> Node:
+    new = Node.__new__(Node)
+    new.alloc_cpu, new.alloc_mem, new.alloc_pods = n.alloc_cpu, n.alloc_mem, n.alloc_pods
+    new.dev_group, new.dev_used = list(n.dev_group), list(n.dev_used)
+    new.gpu_mem_mib, new.gpus, new.idle, new.index = n.gpu_mem_mib, n.gpus, n.idle, n.index
+    new.labels, new.name, new.ready, new.taints = n.labels, n.name, n.ready, n.taints
+    new.unschedulable, new.used_cpu, new.used_mem, new.used_pods = n.unschedulable, n.used_cpu, n.used_mem, n.used_pods
+    return new
+
+
+def _copy_job(j: Job) -> Job:
+    new = Job.__new__(Job)
+    new.created, new.errors, new.explicit, new.key = j.created, list(j.errors), j.explicit, j.key
+    new.min_member, new.min_subgroup, new.name, new.namespace = j.min_member, j.min_subgroup, j.name, j.namespace
+    new.preempt_never, new.preemptibility, new.preemptible = j.preempt_never, j.preemptibility, j.preemptible
+    new.preferred_level, new.priority, new.priority_class = j.preferred_level, j.priority, j.priority_class
+    new.queue, new.raw, new.request_milli, new.required_level = j.queue, j.raw, j.request_milli, j.required_level
+    new.stale_grace, new.stale_since, new.subgroups = j.stale_grace, j.stale_since, j.subgroups
+    new.topology = j.topology
+    new.warnings = list(j.warnings)
+    return new
+
+
+def _copy_queue(q: Queue) -> Queue:
+    new = Queue(q.name)
+    new.display, new.parent_name, new.priority = q.display, q.parent_name, q.priority
+    new.quota, new.limit, new.weight = list(q.quota), list(q.limit), list(q.weight)
+    new.errors, new.depth, new.created = list(q.errors), q.depth, q.created
+    new.usage = list(q.usage)
+    new.preempt_min_runtime, new.reclaim_min_runtime = q.preempt_min_runtime, q.reclaim_min_runtime
+    return new
