@@ -43,6 +43,7 @@ cpsat/greedy. Nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import math
@@ -69,6 +70,8 @@ from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
+from kaid.model.live import LiveModel
+from kaid.sim.apply import bind_pod, pipeline_pod
 from kaid.sim.cluster import EPOCH, NAMESPACE, gpu_node, job_objects, queue_obj
 from kaid.sim.workload import JobSpec
 
@@ -497,7 +500,7 @@ def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, 
 
 
 def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
-                  progress: bool = False, scale: int = 4, rss: bool = True) -> dict[str, Any]:
+                  progress: bool = False, scale: int = 4, rss: bool = True, steady: bool = True) -> dict[str, Any]:
     """Build the workload, run both solvers ``repeat`` times each, and the same at ``scale`` times the nodes, pods
     and queues (its own workload, same seed); return the report."""
     if repeat < 1:
@@ -507,7 +510,10 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     load_before = machine_info()["loadavg"]
     from ortools.sat.python import cp_model  # noqa: F401  (the engine imports it on first use: not a cycle's cost)
 
-    base = measure(build_workload(nodes, pods, queues, seed), repeat, progress, f"{nodes} nodes")
+    wl = build_workload(nodes, pods, queues, seed)
+    base = measure(wl, repeat, progress, f"{nodes} nodes")
+    if steady:
+        base["steady"] = steady_state(wl, seed=seed)
     report: dict[str, Any] = {
         "benchmark": "bench_allocate",
         "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed, "scale": scale},
@@ -517,7 +523,10 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     if scale > 1:
         big = (nodes * scale, pods * scale, queues * scale)
         sizes.append(big)
-        larger = measure(build_workload(*big, seed), repeat, progress, f"{big[0]} nodes")
+        wl = build_workload(*big, seed)
+        larger = measure(wl, repeat, progress, f"{big[0]} nodes")
+        if steady:
+            larger["steady"] = steady_state(wl, seed=seed)
         report["larger"] = larger
         report["scaling"] = {s: {k: _ratio(larger["results"][s][k]["median"], base["results"][s][k]["median"])
                                  for k in ("total_s", "cycle_s", "snapshot_s", "total_cpu_s", "cycle_cpu_s")}
@@ -526,6 +535,159 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
         report["rss"] = {f"{n}x{p}x{q}": rss_probe(n, p, q, seed) for n, p, q in sizes}
     report["machine"] = {**machine_info(), "loadavg_before": load_before}
     return report
+
+
+# ============================================================================ the steady state (issue 15)
+STEADY_CHANGED: Final = 0.01  # share of the cluster's pods that change between the cold cycle and the steady one
+STEADY_FINISHED: Final = 0.4  # of those: bound pods that finish (half deleted, half Succeeded first)
+STEADY_NEW: Final = 0.5  # new pending single-GPU jobs; the rest are pending pods relabelled
+STEADY_NODES: Final = 0.0025  # share of the nodes whose labels change (10 of 4,000)
+
+
+def _outcome_events(model: LiveModel, decisions: Decisions, now: float) -> list[Obj]:
+    """The cold cycle's decisions as a watch reports them: each bound or pipelined pod a new object; an evicted pod
+    gone (a deletion, ``{"delete": key}``)."""
+    events: list[Obj] = []
+    for b in decisions.binds:
+        obj = copy.deepcopy(model.pods[b.pod].obj)
+        bind_pod(obj, b, now)
+        events.append(obj)
+    for b in decisions.pipelined:
+        obj = copy.deepcopy(model.pods[b.pod].obj)
+        pipeline_pod(obj, b)
+        events.append(obj)
+    events += [{"delete": e.pod} for e in decisions.evictions]
+    return events
+
+
+def _steady_changes(model: LiveModel, rng: random.Random, leaves: list[str],
+                    now: float) -> tuple[list[Obj], dict[str, int]]:
+    """``STEADY_CHANGED`` of the pods changed: bound pods finish, new jobs come, pending pods get a label; and a few
+    nodes relabelled. Events in a random order."""
+    keys = list(model.pods)
+    bound = [k for k in keys if (model.pods[k].obj.get("spec") or {}).get("nodeName")]
+    pending = [k for k in keys if not (model.pods[k].obj.get("spec") or {}).get("nodeName")]
+    n = max(1, round(len(keys) * STEADY_CHANGED))
+    finished = rng.sample(bound, min(len(bound), round(n * STEADY_FINISHED)))
+    new = round(n * STEADY_NEW)
+    relabelled = rng.sample(pending, min(len(pending), n - len(finished) - new))
+    events: list[Obj] = []
+    for i, key in enumerate(finished):
+        if i % 2:
+            events.append({"delete": key})
+        else:
+            obj = copy.deepcopy(model.pods[key].obj)
+            obj["status"]["phase"] = "Succeeded"
+            events.append(obj)
+    for i in range(new):
+        spec = _spec(f"steady-{i:05d}", rng.choice(leaves), 1, 1, 1.0, "train", "train")
+        events += job_objects(spec, now + i)
+    for key in relabelled:
+        obj = copy.deepcopy(model.pods[key].obj)
+        obj["metadata"].setdefault("labels", {})["bench/touched"] = "yes"
+        events.append(obj)
+    nodes = rng.sample(sorted(model.nodes), max(1, round(len(model.nodes) * STEADY_NODES)))
+    for name in nodes:
+        obj = copy.deepcopy(model.nodes[name])
+        obj["metadata"]["labels"]["bench/maintenance"] = "soon"
+        events.append(obj)
+    rng.shuffle(events)
+    return events, {"pods_changed": len(finished) + new + len(relabelled), "pods": len(keys),
+                    "pods_finished": len(finished), "pods_new": new, "pods_relabelled": len(relabelled),
+                    "nodes_relabelled": len(nodes)}
+
+
+def _apply(model: LiveModel, events: list[Obj]) -> None:
+    for ev in events:
+        if "delete" in ev:
+            model.delete("Pod", ev["delete"])
+        else:
+            model.upsert(ev)
+
+
+def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str, Any]:
+    """The daemon's incremental model (``kaid.model.live``) over the workload: a cold cycle (every object upserted,
+    the snapshot, every action), its decisions applied as watch events and read in (untimed: a backlog being bound
+    is no steady state), then ``STEADY_CHANGED`` of the pods changed and one more cycle timed: the events applied and
+    the snapshot taken, then every action. CPU time of this process. The cold ``build_snapshot`` of the same
+    objects is timed beside it."""
+    cfg = config_for(solver)
+    now = EPOCH + 3600.0
+    rng = random.Random(f"bench-allocate/steady/{seed}")
+    leaves = sorted({str(o["spec"]["queue"]) for o in wl.objects if o.get("kind") == "PodGroup"})
+    model = LiveModel(cfg)
+    gc.collect()
+    c0 = time.process_time()
+    for obj in wl.objects:
+        model.upsert(obj)
+    snap = model.snapshot(now)
+    c1 = time.process_time()
+    decisions = run_cycle(snap, cfg)
+    c2 = time.process_time()
+    del snap
+    _apply(model, _outcome_events(model, decisions, now))
+    c3 = time.process_time()
+    model.refresh()
+    c4 = time.process_time()
+    events, counts = _steady_changes(model, rng, leaves, now + 60.0)
+    gc.collect()
+    c5 = time.process_time()
+    _apply(model, events)
+    snap = model.snapshot(now + 60.0)
+    c6 = time.process_time()
+    actions: dict[str, float] = {}
+    actions_cpu: dict[str, float] = {}
+    with timed_actions(actions, actions_cpu):
+        steady = run_cycle(snap, cfg)
+    c7 = time.process_time()
+    del snap
+    gc.collect()
+    objects = model.objects()
+    c8 = time.process_time()
+    build_snapshot(objects, cfg, now + 60.0)
+    c9 = time.process_time()
+    return {
+        "solver": solver, **counts,
+        "cold_snapshot_cpu_s": c1 - c0, "cold_cycle_cpu_s": c2 - c1, "cold_pods_bound": len(decisions.binds),
+        "settle_cpu_s": c4 - c3,
+        "steady_snapshot_cpu_s": c6 - c5, "steady_cycle_cpu_s": c7 - c6, "steady_total_cpu_s": c7 - c5,
+        "steady_actions_cpu_s": actions_cpu, "steady_pods_bound": len(steady.binds),
+        "steady_pods_evicted": len(steady.evictions),
+        "cold_build_snapshot_cpu_s": c9 - c8,
+        "steady_vs_cold": _ratio(c7 - c5, c2 - c0),
+    }
+
+
+def steady_only(nodes: int, pods: int, queues: int, seed: int, scale: int) -> list[str]:
+    """The steady-state rows alone, at both sizes (``--steady-only``)."""
+    sizes = [(nodes, pods, queues)] + ([(nodes * scale, pods * scale, queues * scale)] if scale > 1 else [])
+    parts = []
+    for n, p, q in sizes:
+        wl = build_workload(n, p, q, seed)
+        parts.append({"workload": wl.summary, "steady": steady_state(wl, seed=seed)})
+    return _steady_lines({**parts[0], "larger": parts[1] if len(parts) > 1 else None})
+
+
+def _steady_lines(report: dict[str, Any]) -> list[str]:
+    """The steady-state rows, one per size."""
+    lines: list[str] = []
+    for part in (report, report.get("larger")):
+        st = (part or {}).get("steady")
+        if not st:
+            continue
+        acts = ", ".join(f"{a} {v:.2f}" for a, v in st["steady_actions_cpu_s"].items())
+        wl = part["workload"]  # type: ignore[index]
+        lines.append(
+            f"steady state at {wl['nodes']} nodes ({st['solver']}, CPU time): {st['pods_changed']} of {st['pods']} "
+            f"pods changed ({st['pods_finished']} finished, {st['pods_new']} new, {st['pods_relabelled']} relabelled) "
+            f"and "
+            f"{st['nodes_relabelled']} nodes relabelled -> events + snapshot {st['steady_snapshot_cpu_s']:.3f} s "
+            f"(a cold build_snapshot of the same objects {st['cold_build_snapshot_cpu_s']:.3f} s), cycle "
+            f"{st['steady_cycle_cpu_s']:.3f} s ({acts}), total {st['steady_total_cpu_s']:.3f} s = "
+            f"x{_fmt(st['steady_vs_cold'])} of the cold cycle ({st['cold_snapshot_cpu_s']:.2f} s snapshot + "
+            f"{st['cold_cycle_cpu_s']:.2f} s cycle; {st['cold_pods_bound']} pods bound then, "
+            f"{st['steady_pods_bound']} now)")
+    return lines
 
 
 # ========================================================================================= reporting
@@ -611,6 +773,7 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"{args['scale']} times the cluster, {solver}: cold cycle x{_fmt(row['total_s'])}, "
                          f"cycle x{_fmt(row['cycle_s'])}, snapshot x{_fmt(row['snapshot_s'])}; in CPU time: cold "
                          f"cycle x{_fmt(row['total_cpu_s'])}, cycle x{_fmt(row['cycle_cpu_s'])} (medians)")
+    lines += _steady_lines(report)
     for size, row in report.get("rss", {}).items():
         if "error" in row:
             lines.append(f"resident memory at {size}: not measured ({row['error']})")
@@ -646,6 +809,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="also measure a cluster this many times larger in nodes, pods and queues (default 4: "
                         "4,000 nodes, 40,000 pending pods, 200 queues; 0 or 1: only the first size)")
     p.add_argument("--no-rss", action="store_true", help="skip the resident-memory probes (a fresh process per size)")
+    p.add_argument("--no-steady", action="store_true",
+                   help="skip the steady-state cycle (kaid's incremental model, 1%% of the pods changed)")
+    p.add_argument("--steady-only", action="store_true",
+                   help="only the steady-state cycle (and its cold cycle) at each size, no solver comparison")
     profile_args(p, SOLVERS)
     output_args(p)
     return p.parse_args(argv)
@@ -658,8 +825,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             wl = build_workload(args.nodes, args.pods, args.queues, args.seed)
             print(profile_cycle(wl, args.profile, args.profile_top, args.profile_out))
             return 0
+        if args.steady_only:
+            print("\n".join(steady_only(args.nodes, args.pods, args.queues, args.seed, args.scale)))
+            return 0
         report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet,
-                               scale=args.scale, rss=not args.no_rss)
+                               scale=args.scale, rss=not args.no_rss, steady=not args.no_steady)
     except ValueError as err:
         print(f"bench_allocate: {err}", file=sys.stderr)
         return 2
