@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kaid.api.meta import store_key
 from kaid.kube.client import ApiError, KubeClient
@@ -59,6 +59,14 @@ API_RESOURCES: tuple[ApiResource, ...] = (
 )
 
 
+class Subscriber(Protocol):
+    """What sees a watch cache's events (``WatchCache.subscribe``)."""
+
+    def event(self, kind: str, deleted: bool, obj: Obj) -> None: ...
+
+    def listed(self, kind: str, items: list[Obj]) -> None: ...
+
+
 class Informer:
     """One resource: a thread that keeps ``items`` equal to the server's state."""
 
@@ -81,6 +89,8 @@ class Informer:
         self.arrival: Callable[[Obj], None] | None = None  # the start's look at them (may hold the list)
         self.arrived: list[Obj] = []  # the items of the first list so far, while it lasts (see startup.early_view)
         self.listeners: list[Callable[[Obj], None]] = []  # see each object a watch event adds or changes
+        self.subscribers: list[Subscriber] = []  # see every event and every list (``WatchCache.subscribe``)
+        self.has_list = False  # the items are a whole list (the first has come)
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
 
     def start(self) -> None:
@@ -105,12 +115,21 @@ class Informer:
         data = self.client.list(self.res.path, add)  # items decoded while the server still sends the rest
         with self.lock:
             self.items = items
+            self._listed()
         self.arrived = []
         self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
         self.relists += 1
         log.debug("listed %d %s in %.0f ms", len(items), kind, (time.monotonic() - began) * 1000)
         self.changed.set()
         self.synced.set()
+
+    def _listed(self) -> None:
+        """Tell the subscribers that the items are a new list (under ``lock``)."""
+        self.has_list = True
+        if self.subscribers:
+            items = list(self.items.values())
+            for sub in self.subscribers:
+                sub.listed(self.res.kind, items)
 
     def _wait_present(self) -> None:
         """An optional resource the server does not have: empty and synced until discovery finds it."""
@@ -120,6 +139,7 @@ class Informer:
         with self.lock:
             had = bool(self.items)
             self.items = {}
+            self._listed()
         self.synced.set()
         if had:
             self.changed.set()
@@ -180,6 +200,8 @@ class Informer:
                 self.items.pop(key, None)
             else:
                 self.items[key] = obj
+        for sub in self.subscribers:
+            sub.event(self.res.kind, kind == "DELETED", obj)
         self.changed.set()
         for listener in self.listeners:
             listener(obj)
@@ -245,6 +267,17 @@ class WatchCache:
             with inf.lock:
                 out.extend(inf.items.values())
         return out
+
+    def subscribe(self, sub: Subscriber) -> None:
+        """``sub`` sees every object each watch event adds, changes or deletes, and each informer's whole list when
+        it lists (at the start and after ``410 Gone``), in the informers' threads; an informer that has listed
+        already hands over its items at once. An event may be seen twice around the subscription: each must be
+        idempotent."""
+        for inf in self.informers:
+            with inf.lock:
+                inf.subscribers.append(sub)
+                if inf.has_list:
+                    sub.listed(inf.res.kind, list(inf.items.values()))
 
     def on_change(self, kind: str, listener: Callable[[Obj], None]) -> None:
         """``listener`` sees every object of ``kind`` that a watch event adds, changes or deletes, in the watch's

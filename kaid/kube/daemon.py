@@ -30,6 +30,7 @@ from kaid.fairshare import UsageHistory, UsageParams
 from kaid.kube.actuator import Actuator, ApplyResult
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
+from kaid.kube.livesnap import LiveSnapshots
 from kaid.kube.metrics import Metrics, serve
 from kaid.kube.podgrouper import create_podgroups, podgroups_to_create
 from kaid.kube.podmemo import PodMemo
@@ -89,16 +90,24 @@ class Overlay:
             self.bound.pop(pod, None)
 
     def apply(self, objects: list[Obj], now: float) -> list[Obj]:
+        if not self.assumed_pods(now):
+            return objects
+        return [self.assumed(o) if o.get("kind") == "Pod" else o for o in objects]
+
+    def assumed_pods(self, now: float) -> set[str]:
+        """The pods assumed at ``now`` (the assumptions past their time are dropped)."""
         for table in (self.bound, self.pipelined):
             for k in [k for k, (_, exp) in table.items() if exp < now]:
                 del table[k]
         for k in [k for k, exp in self.evicted.items() if exp < now]:
             del self.evicted[k]
-        if not (self.bound or self.evicted or self.pipelined):
-            return objects
-        return [self._assumed(o) if o.get("kind") == "Pod" else o for o in objects]
+        return {*self.bound, *self.evicted, *self.pipelined}
 
-    def _assumed(self, pod: Obj) -> Obj:
+    def assumption(self, key: str) -> tuple[object, ...]:
+        """What is assumed of one pod (equal while nothing new is)."""
+        return self.bound.get(key), self.evicted.get(key), self.pipelined.get(key)
+
+    def assumed(self, pod: Obj) -> Obj:
         """The pod as this replica's writes left it (a changed copy), until the watch shows them."""
         key = meta.object_key(pod)
         if key in self.bound:
@@ -133,6 +142,8 @@ class Daemon:
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.cache = cache or StartingCache(client, early=cfg.earlyFirstCycle and enabled("early-cycle"))
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
+        # the engine's model kept up to date from the watch events (KAID_SNAPSHOT=cold: a cold build each cycle)
+        self.live = LiveSnapshots(self.cache, cfg) if os.environ.get("KAID_SNAPSHOT") != "cold" else None
         self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)), may_act=self.leading,
                                  node_problem=self._node_problem)
         self.shared: SharedBinder | None = None
@@ -316,19 +327,25 @@ class Daemon:
         self.last_cycle = started
         settled = self._settle_shared(time.time())
         now = time.time()
-        objs, fresh = self._with_podgroups(self.cache.objects(), now)
-        objs = self.overlay.apply(objs, now)
-        if self.shared is not None:
-            self.shared.collect(objs, now)
         t0 = time.monotonic()
         c0 = time.thread_time()
-        snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True, pod_reader=self.pod_memo.read)
+        if self.live is not None:  # from the watch events since the last cycle
+            snap, made = self.live.snapshot(self.overlay, now)
+            fresh = self._fresh(made, now)
+            if self.shared is not None:
+                self.shared.collect(self.live.objects(), now)
+        else:
+            objs, fresh = self._with_podgroups(self.cache.objects(), now)
+            objs = self.overlay.apply(objs, now)
+            if self.shared is not None:
+                self.shared.collect(objs, now)
+            snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True, pod_reader=self.pod_memo.read)
+            self.pod_memo.next_cycle()
         self._observe_usage(snap)
         self._hold(snap, now)
-        self.pod_memo.next_cycle()
         t1 = time.monotonic()
-        log.debug("cycle %d: %d objects read in %.0f ms, snapshot in %.0f ms (%.0f ms CPU)", self.cycles + 1,
-                  len(objs), (t0 - started) * 1000, (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
+        log.debug("cycle %d: snapshot of %d pods in %.0f ms (%.0f ms CPU)", self.cycles + 1, len(snap.pods),
+                  (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
 
         def after_first_binds() -> None:
             """Work that would compete with the first binds for the interpreter starts once they are out."""
@@ -397,12 +414,18 @@ class Daemon:
         if not self.cfg.createPodGroups:
             return objs, []
         missing = podgroups_to_create(objs, self.cfg)
+        return objs + missing, self._fresh(missing, now)
+
+    def _fresh(self, missing: list[Obj], now: float) -> list[Obj]:
+        """Of the PodGroups missing, those to create now (not asked for in the last minute)."""
+        if not self.cfg.createPodGroups:
+            return []
         fresh = [pg for pg in missing if meta.object_key(pg) not in self.creating]
         for k in [k for k, t in self.creating.items() if now - t > 60]:
             del self.creating[k]
         for pg in fresh:
             self.creating[meta.object_key(pg)] = now
-        return objs + missing, fresh
+        return fresh
 
     def _settle_shared(self, now: float) -> list[SharedOutcome]:
         """The shared-GPU jobs finished since the last cycle: their binds assumed or forgotten; a job that failed

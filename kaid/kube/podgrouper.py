@@ -7,6 +7,7 @@ default."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from concurrent.futures import Executor
 from typing import Any
 from urllib.parse import quote
@@ -16,7 +17,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
 from kaid.model.build import sort_inputs
-from kaid.model.grouping import WATCHED_OWNER_KINDS, GroupInfo, group_for_pod, workload_labels
+from kaid.model.grouping import WATCHED_OWNER_KINDS, GroupInfo, OwnerIndex, group_for_pod, workload_labels
 from kaid.model.vocabulary import FINISHED_PHASES
 
 log = logging.getLogger("kaid.podgrouper")
@@ -38,6 +39,20 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
         if key not in existing and key not in out:
             out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg)
     return list(out.values())
+
+
+def podgroup_for(pods: list[Obj], owners: OwnerIndex, namespaces: Mapping[str, Obj],
+                 cfg: SchedulerConfig) -> Obj | None:
+    """The PodGroup missing for one workload's pods (in the watch cache's order), as ``podgroups_to_create`` makes it:
+    from the first that needs one and whose owner has been seen; None when none does."""
+    for pod in pods:
+        if not _needs_podgroup(pod, cfg):
+            continue
+        info = group_for_pod(pod, owners)
+        if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
+            continue
+        return _podgroup(pod, info, namespaces.get(meta.namespace(pod)), cfg)
+    return None
 
 
 def _needs_podgroup(pod: Obj, cfg: SchedulerConfig) -> bool:

@@ -1,0 +1,150 @@
+"""The daemon's snapshots from watch events (issue 15): the engine's model (``kaid.model.live.LiveModel``) kept up to
+date by the watch cache's events and lists, instead of a cold build of every object each cycle.
+
+Two layers lie over what the watch says, as they lay over the cold build's objects:
+
+- this replica's assumptions (the daemon's ``Overlay``): a pod it bound, evicted or pipelined, as its writes left it,
+  until the watch shows them; only the assumed pods are looked at each cycle;
+- the PodGroups it makes from memory for workloads that name none (``podgrouper.podgroup_for``), until the API
+  server's own come back through the watch; only the jobs without a PodGroup are looked at.
+
+Events are queued by the informers' threads and applied by the cycle's thread when it takes a snapshot. A relist
+(``410 Gone``, a watch restarted) replaces its kind as a whole (``LiveModel.resync``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Any, Protocol
+
+from kaid.api import meta
+from kaid.api.config import SchedulerConfig
+from kaid.kube.cache import Subscriber
+from kaid.kube.podgrouper import podgroup_for
+from kaid.model.live import LiveModel
+from kaid.model.objects import Snapshot
+
+Obj = dict[str, Any]
+log = logging.getLogger("kaid.snapshot")
+
+
+class Assumptions(Protocol):
+    """What the daemon's ``Overlay`` tells: the pods assumed now, and each as this replica's writes left it."""
+
+    def assumed_pods(self, now: float) -> set[str]: ...
+
+    def assumption(self, key: str) -> tuple[object, ...]: ...
+
+    def assumed(self, pod: Obj) -> Obj: ...
+
+
+class Subscribable(Protocol):
+    """A watch cache (``WatchCache.subscribe``)."""
+
+    def subscribe(self, sub: Subscriber) -> None: ...
+
+
+class LiveSnapshots:
+    """Snapshots of a watch cache's objects, each cycle's from the events since the last."""
+
+    def __init__(self, cache: Subscribable, cfg: SchedulerConfig) -> None:
+        self.cache = cache
+        self.cfg = cfg
+        self.model = LiveModel(cfg, wait_for_owners=True)
+        self.queue: deque[tuple[str, bool, Obj | None, list[Obj] | None]] = deque()
+        self.lock = threading.Lock()  # one snapshot at a time
+        # pod key -> (the watch's object, as assumed, what was assumed)
+        self.overrides: dict[str, tuple[Obj, Obj, tuple[object, ...]]] = {}
+        self.made: dict[str, Obj] = {}  # PodGroup key -> the one made from memory, while the watch has none
+        self.relists = 0
+        cache.subscribe(self)
+
+    # ------------------------------------------------------------------- the informers' threads (Subscriber)
+    def event(self, kind: str, deleted: bool, obj: Obj) -> None:
+        self.queue.append((kind, deleted, obj, None))
+
+    def listed(self, kind: str, items: list[Obj]) -> None:
+        self.queue.append((kind, False, None, items))
+
+    # ------------------------------------------------------------------------------------ the cycle's thread
+    def snapshot(self, overlay: Assumptions, now: float) -> tuple[Snapshot, list[Obj]]:
+        """The snapshot of now, and the PodGroups made from memory that the API server does not have yet."""
+        with self.lock:
+            self._drain()
+            self._assume(overlay, now)
+            made = self._podgroups()
+            return self.model.snapshot(now), made
+
+    def objects(self) -> list[Obj]:
+        """Every object as the last snapshot saw it (assumptions and PodGroups made from memory included)."""
+        with self.lock:
+            return self.model.objects()
+
+    def _drain(self) -> None:
+        model = self.model
+        while self.queue:
+            kind, deleted, obj, items = self.queue.popleft()
+            if items is not None:
+                self.relists += 1
+                model.resync(kind, items)
+                if kind == "Pod":
+                    self.overrides.clear()  # set again from the new objects (``_assume``)
+                elif kind == "PodGroup":
+                    self.made.clear()  # made again where still missing (``_podgroups``)
+            elif obj is not None:
+                obj.setdefault("kind", kind)
+                if deleted:
+                    model.delete(kind, meta.store_key(obj))
+                    if kind == "PodGroup":
+                        self.made.pop(meta.store_key(obj), None)
+                else:
+                    model.upsert(obj)
+                    if kind == "PodGroup":
+                        self.made.pop(meta.store_key(obj), None)  # the API server's own has come
+
+    def _assume(self, overlay: Assumptions, now: float) -> None:
+        """The assumed pods as this replica's writes left them; pods no longer assumed as the watch shows them."""
+        keys = overlay.assumed_pods(now)
+        for key in keys | set(self.overrides):
+            entry = self.model.pods.get(key)
+            before = self.overrides.get(key)
+            base = before[0] if before is not None and entry is not None and entry.obj is before[1] else \
+                entry.obj if entry is not None else None
+            if base is None:  # gone
+                self.overrides.pop(key, None)
+                continue
+            what = overlay.assumption(key)
+            if key in keys:
+                if before is not None and before[0] is base and before[2] == what:
+                    continue  # as assumed already
+                seen = overlay.assumed(base)
+            else:
+                seen = base
+            if seen is base:
+                self.overrides.pop(key, None)
+            else:
+                self.overrides[key] = (base, seen, what)
+            self.model.upsert(seen)
+
+    def _podgroups(self) -> list[Obj]:
+        """PodGroups made from memory for the jobs without one, as the cold path's ``podgroups_to_create``."""
+        model = self.model
+        if not self.cfg.createPodGroups:
+            return []
+        model.refresh()  # which pods are in which job
+        for key in [*model.implicit_jobs(), *self.made]:
+            pg = model.podgroups.get(key)
+            if pg is not None and pg is not self.made.get(key):
+                self.made.pop(key, None)  # the API server's own
+                continue
+            wanted = podgroup_for(model.pod_objects(key), model.owners, model.namespaces, self.cfg)
+            had = self.made.get(key)
+            if wanted is None:
+                if had is not None:
+                    del self.made[key]
+                    model.delete("PodGroup", key)
+            elif had is None or wanted != had:
+                self.made[key] = wanted
+                model.upsert(wanted)
+        return list(self.made.values())

@@ -1,0 +1,146 @@
+"""The daemon's snapshots from watch events (kaid.kube.livesnap) against its cold path: the same objects, the same
+assumptions (binds, evictions, pipelined pods not yet seen by the watch) and the PodGroups made from memory give
+the same snapshot as ``build_snapshot`` of ``overlay.apply(objects + podgroups_to_create(objects))``."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+from kaid.api import meta
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import Bind, Decisions, Eviction
+from kaid.kube.actuator import ApplyResult
+from kaid.kube.cache import Subscriber
+from kaid.kube.daemon import Overlay
+from kaid.kube.livesnap import LiveSnapshots
+from kaid.kube.podgrouper import podgroups_to_create
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Snapshot
+from tests.objects import node, pod, queue
+from tests.test_live_model import Cache, _make, describe
+
+Obj = dict[str, Any]
+NOW = 10_000.0
+
+
+class FakeCache:
+    """What LiveSnapshots needs of a watch cache: its subscribers, told by hand."""
+
+    def __init__(self) -> None:
+        self.subs: list[Subscriber] = []
+
+    def subscribe(self, sub: Subscriber) -> None:
+        self.subs.append(sub)
+
+
+def _plain(snap: Snapshot) -> dict[str, Any]:
+    """``describe``, less what differs by construction: the order of the jobs (the PodGroups made from memory come
+    in another), and which dict an object is (assumed pods and PodGroups made from memory are made twice)."""
+    d = describe(snap)
+    d["jobs"] = sorted(d["jobs"])
+    for _, q in d["queues"]:
+        q["jobs"] = sorted(q["jobs"])
+    for _, j in d["jobs"]:
+        j["raw"] = j["raw"] is not None
+    for p in d["pods"]:
+        p["raw"] = None
+    return d
+
+
+def _cold(objects: list[Obj], overlay: Overlay, cfg: SchedulerConfig) -> dict[str, Any]:
+    objs = objects + podgroups_to_create(objects, cfg)
+    return _plain(build_snapshot(overlay.apply(objs, NOW), cfg, NOW, wait_for_owners=True))
+
+
+def _live(live: LiveSnapshots, overlay: Overlay) -> dict[str, Any]:
+    return _plain(live.snapshot(overlay, NOW)[0])
+
+
+def test_events_lists_assumptions_and_podgroups() -> None:
+    cfg = SchedulerConfig()
+    fake = FakeCache()
+    live = LiveSnapshots(fake, cfg)
+    overlay = Overlay()
+    cache = Cache()
+    sub = fake.subs[0]
+    base = [node("n1"), node("n2", gpus=4), queue("default-queue"), queue("q1"),
+            pod("a", gpus=1, queue="q1"), pod("b", gpus=2), pod("c", gpus=1, node_name="n1", phase="Running")]
+    for kind in ("Node", "Queue", "Pod", "PodGroup"):
+        items = [o for o in base if o["kind"] == kind]
+        for o in items:
+            cache.upsert(o)
+        sub.listed(kind, items)
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    _, made = live.snapshot(overlay, NOW)
+    assert sorted(meta.object_key(pg) for pg in made) == ["default/pg-pod-a", "default/pg-pod-b", "default/pg-pod-c"]
+    # kaid binds a, evicts c: assumed until the watch shows them
+    bind = Bind("default/a", "n1", "default/pg-pod-a", "q1", (3,), None, 1000)
+    overlay.record(Decisions(), ApplyResult(bound=[bind], evicted=[Eviction("default/c", "n1", "", "reclaim", None,
+                                                                              "")]), NOW - 1)
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    assert live.model.snapshot(NOW).node_by_name["n1"].used_pods == 2
+    # the API server's PodGroup for a comes; the watch shows a bound
+    pg = {"kind": "PodGroup", "metadata": {"name": "pg-pod-a", "namespace": "default"},
+          "spec": {"minMember": 1, "queue": "q1"}}
+    cache.upsert(pg)
+    sub.event("PodGroup", False, pg)
+    bound = copy.deepcopy(cache.items["Pod"]["default/a"])
+    bound["spec"]["nodeName"] = "n1"
+    cache.upsert(bound)
+    sub.event("Pod", False, bound)
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    assert "default/pg-pod-a" not in live.made
+    # c deleted; a relist of the pods (410 Gone) with b gone and d new
+    sub.event("Pod", True, cache.items["Pod"]["default/c"])
+    cache.delete("Pod", "default/c")
+    relisted = [copy.deepcopy(bound), pod("d", gpus=1)]
+    cache.items["Pod"] = {meta.store_key(o): o for o in relisted}
+    sub.listed("Pod", relisted)
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    assert sorted(p.name for p in live.model.snapshot(NOW).pods) == ["a", "d"]
+
+
+def test_random_events_against_the_cold_path() -> None:
+    cfg = SchedulerConfig()
+    for seed in range(25):
+        rng = random.Random(seed)
+        fake = FakeCache()
+        live = LiveSnapshots(fake, cfg)
+        sub = fake.subs[0]
+        overlay = Overlay()
+        cache = Cache()
+        for q in (queue("default-queue"), queue("q-0"), queue("q-1")):
+            cache.upsert(q)
+            sub.event("Queue", False, q)
+        for step in range(200):
+            kind = rng.choice(("Pod", "Pod", "Pod", "Node", "PodGroup", "ReplicaSet", "Job"))
+            have = cache.items.get(kind, {})
+            r = rng.random()
+            if r < 0.2 and have:
+                key = rng.choice(list(have))
+                sub.event(kind, True, have[key])
+                cache.delete(kind, key)
+            elif r < 0.23 and have:
+                kept = [copy.deepcopy(o) for o in have.values() if rng.random() < 0.8]
+                rng.shuffle(kept)
+                cache.items[kind] = {meta.store_key(o): o for o in kept}
+                sub.listed(kind, kept)
+            else:
+                obj = _make(rng, kind)
+                if kind == "Pod" and not obj["spec"].get("nodeName"):
+                    obj["metadata"].pop("deletionTimestamp", None)  # (the cold path makes PodGroups for these too)
+                if meta.namespace(obj) == "kai-resource-reservation":
+                    obj["spec"]["schedulerName"] = "default-scheduler"  # (likewise)
+                cache.upsert(obj)
+                sub.event(kind, False, obj)
+            if rng.random() < 0.1 and cache.items.get("Pod"):
+                key = rng.choice(list(cache.items["Pod"]))
+                b = Bind(key, f"node-{rng.randint(0, 6)}", "", "", (0,), None, 1000)
+                if rng.random() < 0.5:
+                    overlay.record(Decisions(), ApplyResult(bound=[b]), NOW - 5)
+                else:
+                    overlay.record(Decisions(pipelined=[b]), ApplyResult(), NOW - 5)
+            if rng.random() < 0.2 or step == 199:
+                assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg), (seed, step)
