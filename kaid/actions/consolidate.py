@@ -22,6 +22,7 @@ class ConsolidateRules:
 
     cap: int  # pods moved per cycle at most
     moves_left: int = 0
+    start: int | None = None  # the session's checkpoint when the action began: no move of its own comes before
     action: str = Action.CONSOLIDATE
     solver: bool = False  # the solver does not model the moved pods' new places
     split_by_node: bool = True
@@ -30,7 +31,9 @@ class ConsolidateRules:
         return job.preemptible
 
     def blocked(self, session: Session, att: Attempt) -> Reason | None:
-        moved = sum(1 for op in session.evictions() if op.action == self.action)
+        if self.start is None:
+            self.start = session.checkpoint()
+        moved = sum(1 for op in session.evictions(self.start) if op.action == self.action)
         self.moves_left = self.cap - moved
         if self.moves_left <= 0 or not _enough_gpus(session, att):
             return SILENT
@@ -57,7 +60,11 @@ class ConsolidateRules:
 
 def _enough_gpus(session: Session, att: Attempt) -> bool:
     """KAI's precheck: the GPUs idle or being released in the cluster cover what the job asks for."""
-    free = sum(1000 * n.gpus - sum(min(u, 1000) for u in n.dev_used) for n in session.index.nodes if n.ready)
+    index = session.index
+    # only nodes with an idle device or a partly used one have anything free (the others' devices are all in use)
+    having = {*(i for k in range(1, index.max_gpus + 1) for i in index.buckets[k]), *index.shared}
+    nodes = index.nodes
+    free = sum(1000 * n.gpus - sum(min(u, 1000) for u in n.dev_used) for n in (nodes[i] for i in having) if n.ready)
     releasing = sum(p.gpu_milli_on(session.snap.node_by_name.get(p.node or "")) for p in session.releasing())
     return free + releasing >= att.request[0]
 

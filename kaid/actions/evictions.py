@@ -76,6 +76,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
+    pool = _victim_pool(session)
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -84,8 +85,17 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         if not batch or shape in failed:
             continue
         searches += 1
-        if not _serve(session, rules, attempt_for(session, rules.action, job, batch)):
+        if not _serve(session, rules, attempt_for(session, rules.action, job, batch), pool):
             failed.add(shape)
+
+
+def _victim_pool(session: Session) -> list[Job]:
+    """The jobs that may be anyone's victims in this action: preemptible, in a known leaf queue, with a pod running
+    when the action starts (an action evicts and moves pods but never starts one from nothing, so no job joins
+    later). Worked out once per action instead of once per search: a search looked at every job of the cluster."""
+    live = (PodStatus.RUNNING, PodStatus.BOUND)
+    return [j for j in session.snap.jobs.values() if j.preemptible and not j.errors and _known_queue(session, j)
+            and any(p.status in live and not p.releasing for p in j.pods)]
 
 
 def _waits(session: Session, job: Job) -> bool:
@@ -103,7 +113,7 @@ def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:
     return (job.queue, job.priority, job.preemptible, job.topology, tuple(pods))
 
 
-def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
+def _serve(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> bool:
     why = rules.blocked(session, att)
     if why is not None:
         if why is not SILENT:
@@ -117,7 +127,7 @@ def _serve(session: Session, rules: Rules, att: Attempt) -> bool:
     if free is not None:  # it fits on what this cycle's evictions freed: no victim of its own needed
         _record(session, att, Found([], free, "none"))
         return True
-    search, protected = _search(session, rules, att)
+    search, protected = _search(session, rules, att, pool)
     if not search.units:
         _explain(session, rules, att, search, protected)
         return False
@@ -147,10 +157,9 @@ def _explain(session: Session, rules: Rules, att: Attempt, search: Search, prote
         session.say(att.job, why)
 
 
-def _search(session: Session, rules: Rules, att: Attempt) -> tuple[Search, int]:
-    """The candidates' eviction units, in KAI's victim order."""
-    victims = [j for j in session.snap.jobs.values() if j is not att.job and j.preemptible and not j.errors
-               and _known_queue(session, j) and rules.candidate(session, att, j)]
+def _search(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+    """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``)."""
+    victims = [j for j in pool if j is not att.job and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
     protected = 0
     for job in victims:

@@ -152,6 +152,7 @@ class ByQueue:
     _dirty: set[str] = field(default_factory=set)  # queues whose leaves' jobs changed since their entry
     _roots: list[Queue] = field(default_factory=list)
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
+    _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -176,6 +177,7 @@ class ByQueue:
         return any(self.leaves.values())
 
     def pop(self) -> Job | None:
+        self._asked.clear()  # nothing changes during one pop: a leaf's head job is asked once, not once per level
         best = self._best(self._roots)
         if best is None or best.leaf is None:
             return None
@@ -221,7 +223,11 @@ class ByQueue:
                 before = self._given.get(leaf.name, ZERO)
                 e.side = Side(q, given=(before[0] + taken[0], before[1] + taken[1], before[2] + taken[2]))
             else:
-                e.side = Side(q, self.request(self.leaves[leaf.name][0]))
+                head = self.leaves[leaf.name][0]
+                asked = self._asked.get(id(head))
+                if asked is None:
+                    asked = self._asked[id(head)] = self.request(head)
+                e.side = Side(q, asked)
             caps = self._caps.get(q.name)
             if caps is None:
                 caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))

@@ -201,19 +201,21 @@ class Session:
         self.ops.append(op)
         return True
 
-    def _standing(self, kinds: tuple[OpKind, ...]) -> list[Op]:
-        """The operations of these kinds that a later restore of their pod did not undo."""
+    def _standing(self, kinds: tuple[OpKind, ...], since: int = 0) -> list[Op]:
+        """The operations of these kinds (from checkpoint ``since`` on) that a later restore of their pod did not
+        undo."""
         last: dict[int, Op] = {}
-        for op in self.ops:
+        ops = self.ops[since:] if since else self.ops
+        for op in ops:
             if op.kind in kinds:
                 last[id(op.pod)] = op
             elif op.kind == OpKind.RESTORE:
                 last.pop(id(op.pod), None)
-        return [op for op in self.ops if last.get(id(op.pod)) is op]
+        return [op for op in ops if last.get(id(op.pod)) is op]
 
-    def evictions(self) -> list[Op]:
-        """The evictions that stand: not those of pods put back in place."""
-        return self._standing((OpKind.EVICT,))
+    def evictions(self, since: int = 0) -> list[Op]:
+        """The evictions that stand (from checkpoint ``since`` on): not those of pods put back in place."""
+        return self._standing((OpKind.EVICT,), since)
 
     def placements(self) -> list[Op]:
         """The binds and pipelines that stand (a moved pod put back in place has none)."""

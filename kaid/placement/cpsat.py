@@ -113,7 +113,13 @@ def _node_classes(index: NodeIndex, reps: list[Pod], allowed: bytearray | None, 
     """Nodes grouped by their room for each pod shape, their domains and their idle GPUs."""
     masks = [index.static_mask(r) for r in reps]
     classes: dict[ClassKey, list[Node]] = defaultdict(list)
-    for n in index.nodes:
+    least = min(r.gpu_whole for r in reps)
+    if least:  # whole-GPU shapes only: a node with fewer idle GPUs than the smallest has room for none of them
+        nodes = [index.nodes[i] for k in range(least, index.max_gpus + 1) for i in index.buckets[k]]
+        nodes.sort(key=lambda n: n.index)  # the order of the classes as a pass over every node gives it
+    else:
+        nodes = index.nodes
+    for n in nodes:
         if allowed is not None and not allowed[n.index]:
             continue
         caps = tuple(room_for(n, r) if masks[k][n.index] else 0 for k, r in enumerate(reps))
