@@ -52,6 +52,7 @@ class EvictionStats:
 
     decisions: list[VictimStats] = field(default_factory=list)
     solver_s: float = 0.0
+    solver_skipped: int = 0  # searches where no set cheaper than first-fit's could make room: no solver run
 
 
 @dataclass(slots=True)
