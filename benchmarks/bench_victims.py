@@ -623,6 +623,7 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
     slowest: dict[str, list[dict[str, Any]]] = {}
     unserved: dict[str, dict[str, Any]] = {}
     victims: dict[str, set[str]] = {}  # solver -> the pods its first cycle evicted
+    skipped: dict[str, int] = {}  # solver -> searches where no cheaper set could exist (no solver run)
     for r in range(repeat):
         order = SOLVERS if r % 2 == 0 else SOLVERS[::-1]
         for solver in order:
@@ -638,6 +639,7 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
             qualities[solver].append(quality(res.decisions, wl))
             if r == 0:
                 victims[solver] = {e.pod for e in res.decisions.evictions}
+                skipped[solver] = res.decisions.victims.solver_skipped
                 jobs[solver] = per_job(res.decisions, wl)
                 slowest[solver] = [{"job": j, "action": a, "served": ok, "s": round(t, 4),
                                     "shape": wl.job_shape.get(j, "?")}
@@ -664,6 +666,7 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
             "cycle_cpu_s": _timing(cycles_cpu[solver]),
             "allocate_only_cycle_s": base,
             "freed_allocate": freed[solver],
+            "solver_skipped": skipped[solver],
             "eviction_actions_s": _timing(extra),
             "per_decision_s": (statistics.median(extra) / decisions) if decisions else None,
             "victim_search_s": _timing(tries[solver]),
@@ -765,6 +768,7 @@ def format_report(report: dict[str, Any]) -> str:
          _ratio(cp["preempt_decisions"], gr["preempt_decisions"])),
         ("  victims chosen by CP-SAT", cp["decisions_by_cpsat"], gr["decisions_by_cpsat"], None),
         ("  victims chosen by first-fit", cp["decisions_by_first_fit"], gr["decisions_by_first_fit"], None),
+        ("  solver not run: no cheaper set could make room", cp["solver_skipped"], gr["solver_skipped"], None),
         ("victim searches (jobs tried)", cp["victim_searches"], gr["victim_searches"], None),
         ("cycle, all actions, median (s)", cp["cycle_s"]["median"], gr["cycle_s"]["median"], ratios["cycle_median"]),
         ("cycle, all actions, p99 (s)", cp["cycle_s"]["p99"], gr["cycle_s"]["p99"], ratios["cycle_p99"]),
