@@ -200,9 +200,19 @@ class ByQueue:
         """The entry of the queue served first among ``queues`` (the first of equals), ignoring those with no
         job below them."""
         best: _Entry | None = None
+        entries, dirty, victims = self._entries, self._dirty, self.victims
         for q in queues:
-            e = self._entry(q)
-            if e.leaf is not None and (best is None or self._compare(e, best) < 0):
+            e = entries.get(q.name)  # ``_entry``'s check inline: most siblings on the way are unchanged
+            if e is None or e.version != q.version or q.name in dirty:
+                e = self._entry(q)
+            if e.leaf is None:
+                continue
+            if best is None:
+                best = e
+            elif e.key != best.key:  # ``_compare`` where the keys differ, inline
+                if (e.key < best.key) != victims:  # type: ignore[operator]
+                    best = e
+            elif self._compare(e, best) < 0:
                 best = e
         return best
 
