@@ -86,8 +86,6 @@ class Overlay:
             self.bound[b.pod] = (b, now + ASSUME_TTL)
         for b, _ in outcome.failed:
             self.bound.pop(b.pod, None)
-        for pod in outcome.released:
-            self.bound.pop(pod, None)
 
     def apply(self, objects: list[Obj], now: float) -> list[Obj]:
         if not self.assumed_pods(now):
@@ -148,8 +146,7 @@ class Daemon:
                                  node_problem=self._node_problem)
         self.shared: SharedBinder | None = None
         if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
-            self.shared = SharedBinder(client, cfg.gpuSharing, self._cached_pod, self.actuator._bind_one,
-                                       self.actuator.release)
+            self.shared = SharedBinder(client, cfg.gpuSharing, self._cached_pod, self.actuator._bind_one)
             self.actuator.shared = self.shared
             self.cache.on_change("Pod", self.shared.notify)
         self.backoff: dict[str, tuple[float, int, Reason]] = {}  # job -> (retry after, failures, why)
@@ -365,7 +362,6 @@ class Daemon:
         for out in settled:  # shared-GPU jobs sent in earlier cycles, finished since
             applied.shared_bound.extend(out.bound)
             applied.failed.extend((b, r.message) for b, r in out.failed)
-            applied.released.extend(out.released)
         # assumed from now on, not from the cycle's start: binds stream for as long as the rate limit makes the
         # cycle last (38 s for a 4,000-pod backlog at 100 QPS), longer than the assumption lives
         self.overlay.record(decisions, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)

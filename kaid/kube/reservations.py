@@ -3,8 +3,10 @@
 A job that has a shared-GPU pod is bound here, in the background, apart from whole-GPU binds (which never
 wait behind a reservation): every GPU group it uses is held by a reservation pod, whose process reports the
 device's UUID; then each pod's ConfigMaps are written, the pod is labelled with its groups, and bound. If any
-step fails, the job's pods are rolled back (ConfigMaps, labels; pods of a gang bound already are released) and
-the job's outcome says why; the daemon puts that on the PodGroup and waits before placing the job again.
+step fails, the pods not bound are rolled back (ConfigMaps, labels) and the job's outcome says why; the daemon
+puts that on the PodGroup and waits before placing the job again. As on the whole-GPU path (``kaid.kube.actuator``),
+the pods of a gang bound already stay bound: deleting them would lose bare pods and fail Jobs; the next cycle places
+the rest, and the stale-gang grace evicts a gang that stays below its minimum.
 
 Reservations of different groups proceed in parallel; binds that need the same group share one reservation
 (a future per group). A reservation pod's name is derived from its node and group, so a second create for the
@@ -59,7 +61,6 @@ class SharedOutcome:
     binds: list[Bind]
     bound: list[Bind] = field(default_factory=list)
     failed: list[tuple[Bind, Reason]] = field(default_factory=list)
-    released: list[str] = field(default_factory=list)  # pods of a gang deleted so that it is never half-bound
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -73,13 +74,11 @@ def _configmap_path(namespace: str, name: str = "") -> str:
 
 
 class SharedBinder:
-    def __init__(self, client: KubeClient, cfg: GpuSharingConfig, lookup: PodLookup, bind_one: BindOne,
-                 release: Callable[[list[Bind]], list[str]]) -> None:
+    def __init__(self, client: KubeClient, cfg: GpuSharingConfig, lookup: PodLookup, bind_one: BindOne) -> None:
         self.client = client
         self.cfg = cfg
         self.lookup = lookup
         self.bind_one = bind_one
-        self.release = release
         self.jobs = ThreadPoolExecutor(cfg.reservationWorkers, thread_name_prefix="shared-bind")
         self.reservers = ThreadPoolExecutor(cfg.reservationWorkers, thread_name_prefix="reserve")
         self.lock = threading.Lock()
@@ -176,11 +175,11 @@ class SharedBinder:
                 out.bound.append(b)
             else:
                 out.failed.append((b, error if isinstance(error, Reason) else Reason(ReasonCode.BINDING_ERROR, error)))
-        if out.failed and out.bound and len(binds) > 1:
-            # never leave a gang half-bound: release what was bound of it (its controller makes the pods again;
-            # their ConfigMaps go with them)
-            out.released = self.release(out.bound)
-            out.bound = []
+        if out.failed and out.bound:
+            # The gang is partly bound; its bound pods stay (as in ``Actuator.bind``): the daemon assumes them, the
+            # next cycle places the rest, the stale-gang grace evicts a gang that stays below its minimum.
+            log.warning("%d of %d binds of %s failed (%s); its %d bound pods stay, the rest is placed again",
+                        len(out.failed), len(binds), out.job, out.failed[0][1].message, len(out.bound))
 
     def _reserve_all(self, binds: list[Bind], pods: dict[str, Obj]) -> dict[tuple[str, str], str]:
         """The UUID of every group the job uses, reserved in parallel; BindFailure naming the first that failed."""
