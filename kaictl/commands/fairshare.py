@@ -1,9 +1,11 @@
-"""``kaictl fairshare``: the queue tree with deserved, fair share, allocated and requested."""
+"""``kaictl fairshare``: the queue tree with deserved, fair share, allocated and requested, and each queue's
+usage share as the leader last kept it in the Queue's ``status.usage`` (time-based fair share)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -12,6 +14,7 @@ from rich.tree import Tree
 from kaictl.commands.engine_input import ConfigFile, Context, Kubeconfig, Snapshot, read_config, read_objects
 from kaictl.output import check_format, console, emit_data, fmt_resource
 from kaid.fairshare import QueueRow, compute_fair_share, queue_rows
+from kaid.fairshare.usage import persisted
 from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import RESOURCES
 
@@ -35,16 +38,24 @@ def fairshare_command(
     kubeconfig: Kubeconfig = None,
     context: Context = None,
 ) -> None:
-    """Draw the queue tree with deserved, fair share, allocated and requested per resource.
+    """Draw the queue tree with deserved, fair share, allocated and requested per resource, and each queue's
+    usage share (its use of the cluster over the usage window, as kaid last wrote it to the Queue's status).
 
     Reads the live cluster through the kubeconfig, or --snapshot FILE offline."""
     check_format(output, ("tree", "table", "wide", "json", "yaml"))
     cfg = read_config(config)
-    snap = build_snapshot(read_objects(snapshot, None, kubeconfig, context, live=True), cfg, time.time())
+    objects = read_objects(snapshot, None, kubeconfig, context, live=True)
+    snap = build_snapshot(objects, cfg, time.time())
+    usage, computed_at = persisted(objects, cfg.usage)
+    for q in snap.queues.values():  # the fair share weighs the usage kaid weighs (as of its last write)
+        q.usage = list(usage.get(q.name, [0.0, 0.0, 0.0]))
     compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     rows = queue_rows(snap)
     if output in ("json", "yaml"):
-        emit_data({"queues": [r.to_dict() for r in rows]}, output)
+        data: dict[str, Any] = {"queues": [_with_usage(r.to_dict(), usage) for r in rows]}
+        if computed_at is not None:
+            data["usageComputedAt"] = _iso(computed_at)
+        emit_data(data, output)
         return
     out = console()
     resources = RESOURCES if output == "wide" else ("gpu",)
@@ -52,7 +63,10 @@ def fairshare_command(
         by_parent: dict[str | None, list[QueueRow]] = {}
         for r in rows:
             by_parent.setdefault(r.parent, []).append(r)
-        tree = Tree("[bold]queues[/bold] (gpu: deserved / fair share / allocated / requested / limit)")
+        title = "[bold]queues[/bold] (gpu: deserved / fair share / allocated / requested / limit)"
+        if computed_at is not None:
+            title += f"; gpu usage share over the window as of {_iso(computed_at)}"
+        tree = Tree(title)
 
         def add(node: Tree, parent: str | None) -> None:
             for r in by_parent.get(parent, []):
@@ -60,6 +74,8 @@ def fairshare_command(
                 g = {k: fmt_resource(getattr(r, k)["gpu"], "gpu") for k in _COLUMNS}
                 label = (f"[bold]{r.name}[/bold]  {g['deserved']} / {g['fair_share']} / [{style}]{g['allocated']}[/] "
                          f"/ {g['requested']} / {g['limit']}  [{style}]{word} share[/]")
+                if r.name in usage:
+                    label += f"  usage {_pct(usage[r.name][0])}"
                 if r.errors:
                     label += f"  [red]{r.errors[0]}[/red]"
                 add(node.add(label), r.name)
@@ -75,14 +91,35 @@ def fairshare_command(
     for res in resources:
         for col in ("DESERVED", "FAIR", "ALLOC", "REQ", "LIMIT"):
             table.add_column(f"{res.upper()} {col}", justify="right")
+        if usage:
+            table.add_column(f"{res.upper()} USAGE", justify="right")
     table.add_column("STATE")
     for r in rows:
         word, style = _state(r)
         cells = ["  " * _depth(r, rows) + r.name]
         for res in resources:
             cells += [fmt_resource(getattr(r, k)[res], res) for k in _COLUMNS]
+            if usage:
+                cells.append(_pct(usage[r.name][RESOURCES.index(res)]) if r.name in usage else "-")
         table.add_row(*cells, f"[{style}]{word}[/]")
     out.print(table)
+    if computed_at is not None:
+        out.print(f"usage: each queue's share of the cluster over the usage window, as of {_iso(computed_at)}")
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _with_usage(row: dict[str, Any], usage: dict[str, list[float]]) -> dict[str, Any]:
+    """The row's JSON with its usage share per resource (0 to 1), where the Queue's status has one."""
+    if row["name"] in usage:
+        row["usage"] = {res: round(v, 6) for res, v in zip(RESOURCES, usage[row["name"]], strict=True)}
+    return row
 
 
 def _depth(row: QueueRow, rows: list[QueueRow]) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -256,6 +256,18 @@ class UsageHistory:
         self.slices = sorted(by_start.values(), key=lambda s: s.start)
         self._drop_old(t)
         return sorted(parsed)
+
+
+def persisted(objects: Iterable[Mapping[str, Any]], cfg: UsageConfig) -> tuple[dict[str, Vec], float | None]:
+    """Each queue's usage share as the leader last kept it in the Queues' ``status.usage`` (those kept under
+    ``cfg``'s settings), and when it was computed (None: no Queue has one). What ``kaictl fairshare`` shows and
+    weighs; nothing is advanced to now (kaictl does not know what was allocated since)."""
+    history = UsageHistory(UsageParams.of(cfg))
+    statuses = {str((o.get("metadata") or {}).get("name")): (o.get("status") or {}).get("usage") for o in objects
+                if o.get("kind") == "Queue" and isinstance(o.get("status"), dict)}
+    if not history.restore(statuses):
+        return {}, None
+    return history.shares(), history.t
 
 
 def _iso(t: float) -> str:
