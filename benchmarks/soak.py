@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -87,8 +88,9 @@ class Soak:
     """What the soak watches, fed by the simulator after each cycle."""
 
     def __init__(self, cfg: SchedulerConfig, cycle_s: float, sample_s: float, log: Callable[[str], None],
-                 checkpoint: Callable[[Soak], None] | None = None) -> None:
+                 checkpoint: Callable[[Soak], None] | None = None, trace_from: float | None = None) -> None:
         self.cfg = cfg
+        self.trace_from = trace_from  # virtual day from which tracemalloc follows what is allocated (and kept)
         self.checkpoint = checkpoint
         # a gang that falls below minMember: marked stale by the next cycle, evicted whole once its grace has
         # passed, by the cycle after (cycles run at least every cycle period while anything changes)
@@ -117,19 +119,32 @@ class Soak:
 
     def sample(self, t: float, objs: list[Obj]) -> None:
         gc.collect()
+        if self.trace_from is not None and t / DAY >= self.trace_from and not tracemalloc.is_tracing():
+            tracemalloc.start(8)
+            self.log(f"day {t / DAY:.2f}: tracemalloc started")
         pods = [o for o in objs if o.get("kind") == "Pod"]
         bound = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
-        s = {"t": t, "day": t / DAY, "cycles": len(self.window),
+        s: dict[str, Any] = {"t": t, "day": t / DAY, "cycles": len(self.window),
              "cycleMedianMs": round(statistics.median(self.window) * 1000, 2) if self.window else None,
              "cycleMaxMs": round(max(self.window) * 1000, 2) if self.window else None,
              "cycleWallMedianMs": round(statistics.median(self.wall_window) * 1000, 2) if self.wall_window else None,
-             "rssMB": round(rss_mb(), 1), "podsBound": bound, "podsPending": len(pods) - bound,
+             "rssMB": round(rss_mb(), 1), "pyBlocks": sys.getallocatedblocks(), "gcObjects": len(gc.get_objects()),
+             "podsBound": bound, "podsPending": len(pods) - bound,
              "wallS": round(time.monotonic() - self.started, 1)}
+        if tracemalloc.is_tracing():
+            s["tracedMB"] = round(tracemalloc.get_traced_memory()[0] / 1e6, 1)
+            s["tracedTop"] = [f"{st.size / 1e6:.1f} MB {st.count} blocks: "
+                              + " < ".join(f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}"
+                                           for f in reversed(st.traceback[-4:]))  # the innermost frame first
+                              for st in tracemalloc.take_snapshot().statistics("traceback")[:8]]
         self.samples.append(s)
         self.window, self.wall_window = [], []
         self.log(f"day {s['day']:.2f}: cycle {s['cycleMedianMs']} ms CPU (max {s['cycleMaxMs']}; wall "
                  f"{s['cycleWallMedianMs']}), rss {s['rssMB']} MB, "
-                 f"{bound} pods bound, {s['podsPending']} pending, {s['wallS']:.0f} s wall")
+                 f"{bound} pods bound, {s['podsPending']} pending, {s['wallS']:.0f} s wall; "
+                 f"{s['pyBlocks']} Python blocks, {s['gcObjects']} gc objects"
+                 + (f"; traced since day {self.trace_from:g}: {s['tracedMB']} MB, top {s['tracedTop'][:2]}"
+                    if "tracedMB" in s else ""))
         if self.checkpoint is not None:
             self.checkpoint(self)
 
@@ -143,12 +158,12 @@ class Soak:
                     "mean": None if mean is None else round(mean, 2),
                     "slopePerDayPctOfMean": None if k is None or not mean else round(100 * k / mean, 3)}
         return {key: {"afterWarmUp": fit(key, skip_days), "all": fit(key, 0.0)}
-                for key in ("cycleMedianMs", "rssMB", "podsBound")}
+                for key in ("cycleMedianMs", "rssMB", "podsBound", "pyBlocks")}
 
 
 def run(days: float, nodes: int, seed: int, cycle_s: float, sample_s: float, load: float | None,
         log: Callable[[str], None], checkpoint: Callable[[Soak], None] | None = None,
-        overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        overrides: dict[str, Any] | None = None, trace_from: float | None = None) -> dict[str, Any]:
     cfg = SchedulerConfig.model_validate(overrides or {})
     profile = builtin_profile(seed, days * 24)
     scale = load if load is not None else TARGET_LOAD * nodes * 8 / offered_gpus(generate(profile), days)
@@ -157,7 +172,7 @@ def run(days: float, nodes: int, seed: int, cycle_s: float, sample_s: float, loa
     t0 = time.monotonic()
     jobs = generate(profile)
     log(f"{len(jobs)} jobs generated in {time.monotonic() - t0:.1f} s; rss {rss_mb():.0f} MB")
-    soak = Soak(cfg, cycle_s, sample_s, log, checkpoint)
+    soak = Soak(cfg, cycle_s, sample_s, log, checkpoint, trace_from)
     result = simulate(soak_cluster(nodes), jobs, cfg, days * 24, cycle_s=cycle_s, sample_s=sample_s,
                       on_cycle=soak.on_cycle)
     summary = result.summary()
@@ -184,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="the config's actions, comma-separated (default: all; 'allocate,stale-gang' leaves out "
                    "the victim searches)")
     p.add_argument("--max-victim-searches", type=int, default=None, help="the config's maxVictimSearches")
+    p.add_argument("--trace-from", type=float, default=None, metavar="DAY",
+                   help="follow allocations with tracemalloc from this virtual day on (slow): each later sample "
+                   "holds the largest allocation sites still alive that were made since")
     output_args(p)
     args = p.parse_args(argv)
     log = progress(args.quiet, "soak")
@@ -202,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.max_victim_searches is not None:
         overrides["maxVictimSearches"] = args.max_victim_searches
     report = {**head, **run(args.days, args.nodes, args.seed, args.cycle_s, args.sample_s, args.load, log,
-                            checkpoint, overrides), "loadAfter": os.getloadavg()}
+                            checkpoint, overrides, args.trace_from), "loadAfter": os.getloadavg()}
     fits = report["fits"]
     print(f"soak: {args.days:g} virtual days, {args.nodes} nodes, {report['jobs']} jobs, {report['cycles']} cycles, "
           f"{report['wallS']:.0f} s wall; invariants broken in {report['invariantsBroken']} cycles")
