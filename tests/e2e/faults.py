@@ -12,23 +12,18 @@ server going away, the one invariant check every fault test ends with, and the r
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
-import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .controlplane import ApiError, ControlPlane
-from .kaid_helpers import PODGROUPS, POOL_LABEL, Kaid, Obj, pod, pods_of, suffix, wait_for
+from .kaid_helpers import PODGROUPS, POOL_LABEL, Kaid, Obj, PodEventStream, pod, pods_of, suffix, wait_for
 
 RESULTS_ENV = "KAI_FAULT_RESULTS"  # a JSON-lines file each fault test appends its figures to
 
@@ -95,33 +90,29 @@ def bound_count(cp: ControlPlane, namespace: str) -> int:
 @dataclass
 class BindRecorder:
     """Watches the pods of one namespace as admin and remembers every node each pod (uid) was seen on. It
-    lists again after a 410 or a dropped connection (the API server may restart under it)."""
+    lists again after a 410, an ERROR event or a dropped connection (the API server may restart under it)."""
 
     cp: ControlPlane
     namespace: str
     nodes: dict[str, set[str]] = field(default_factory=dict)  # uid -> nodes seen
     names: dict[str, str] = field(default_factory=dict)  # uid -> name
-    relists: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _thread: threading.Thread | None = None
-    _conn: http.client.HTTPSConnection | None = None
+    _stream: PodEventStream | None = None
+
+    @property
+    def relists(self) -> int:
+        return self._stream.relists if self._stream is not None else 0
 
     def __enter__(self) -> BindRecorder:
-        self._thread = threading.Thread(target=self._run, name="bind-recorder", daemon=True)
-        self._thread.start()
+        self._stream = PodEventStream(self.cp, self.namespace, self._see, relist=True, watch_timeout_s=60)
+        self._stream.start("bind-recorder")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        conn = self._conn
-        if conn is not None and conn.sock is not None:
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(2)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._stream is not None:
+            self._stream.stop()
 
-    def _see(self, obj: Obj) -> None:
+    def _see(self, _type: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         node = (obj.get("spec") or {}).get("nodeName")
         uid = str(meta.get("uid"))
@@ -129,54 +120,6 @@ class BindRecorder:
             self.names[uid] = str(meta.get("name"))
             if node:
                 self.nodes.setdefault(uid, set()).add(node)
-
-    def _context(self) -> ssl.SSLContext:
-        user = yaml.safe_load(self.cp.kubeconfig.read_text())["users"][0]["user"]
-        ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
-        ctx.load_cert_chain(user["client-certificate"], user["client-key"])
-        return ctx
-
-    def _run(self) -> None:
-        ctx = self._context()
-        port = urllib.parse.urlparse(self.cp.server).port
-        rv = ""
-        while not self._stop.is_set():
-            try:
-                if not rv:
-                    listing = self.cp.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
-                    for item in listing["items"]:
-                        self._see(item)
-                    rv = listing["metadata"]["resourceVersion"]
-                    self.relists += 1
-                conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=120)
-                self._conn = conn
-                try:
-                    conn.request("GET", f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
-                                        f"&resourceVersion={rv}&timeoutSeconds=60")
-                    response = conn.getresponse()
-                    if response.status == 410:
-                        rv = ""
-                        continue
-                    if response.status != 200:
-                        raise OSError(f"watch: HTTP {response.status}")
-                    while not self._stop.is_set():
-                        line = response.readline()
-                        if not line:
-                            break
-                        event = json.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") == "ERROR":
-                            rv = ""
-                            break
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        if event.get("type") != "BOOKMARK":
-                            self._see(obj)
-                finally:
-                    conn.close()
-            except (OSError, ValueError, http.client.HTTPException, ApiError):
-                if not self._stop.is_set():
-                    rv = ""
-                    self._stop.wait(0.5)
 
     def bound_twice(self) -> dict[str, list[str]]:
         with self._lock:

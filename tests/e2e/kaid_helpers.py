@@ -531,68 +531,127 @@ class PodVersion:
 
 
 @dataclass
-class PodWatch:
-    """Streams ``watch`` events of the pods of one namespace (as admin) into ``versions``."""
+class PodEventStream:
+    """Lists, then watches, the pods of one namespace as admin, handing every object to ``on_event(type, obj)``
+    (the listing's as ADDED; bookmarks only move the resource version). The one watch loop of the e2e tests
+    (``PodWatch``, ``faults.BindRecorder``).
+
+    ``relist`` False: ``start`` lists before it returns; a watch the server refuses or ends with an ERROR event
+    stops the stream, a dropped connection resumes from the last version; each goes to ``errors``.
+    ``relist`` True (the API server may restart under it): the first listing is the thread's, and a 410, an
+    ERROR event or a dropped connection lists again (``relists`` counts the listings)."""
 
     cp: ControlPlane
     namespace: str
-    versions: list[PodVersion] = field(default_factory=list)
+    on_event: Callable[[str, Obj], None]
+    relist: bool = False
+    watch_timeout_s: int = 300
     errors: list[str] = field(default_factory=list)
+    relists: int = 0
+    _rv: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
     _conn: http.client.HTTPSConnection | None = None
     _thread: threading.Thread | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _context(self) -> ssl.SSLContext:
-        config = yaml.safe_load(self.cp.kubeconfig.read_text())
-        user = config["users"][0]["user"]
+        user = yaml.safe_load(self.cp.kubeconfig.read_text())["users"][0]["user"]
         ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
         ctx.load_cert_chain(user["client-certificate"], user["client-key"])
         return ctx
 
-    def start(self) -> PodWatch:
+    def _list(self) -> None:
         listing = self.cp.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
         for item in listing["items"]:
-            self._record("ADDED", item)
-        rv = listing["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, args=(rv,), name="pod-watch", daemon=True)
+            self.on_event("ADDED", item)
+        self._rv = listing["metadata"]["resourceVersion"]
+        self.relists += 1
+
+    def start(self, name: str = "pod-watch") -> PodEventStream:
+        if not self.relist:
+            self._list()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         return self
 
-    def _run(self, rv: str) -> None:
+    def _failed(self, why: str) -> bool:
+        """A watch went wrong: whether to go on (listing again where ``relist``)."""
+        if self.relist:
+            self._rv = ""
+            return True
+        self.errors.append(why)
+        return False
+
+    def _watch(self, ctx: ssl.SSLContext, port: int | None) -> bool:
+        """One watch request, until it ends; whether to go on."""
+        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2 * self.watch_timeout_s)
+        self._conn = conn
+        try:
+            conn.request("GET", f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+                                f"&resourceVersion={self._rv}&timeoutSeconds={self.watch_timeout_s}")
+            response = conn.getresponse()
+            if response.status != 200:
+                return self._failed(f"watch: HTTP {response.status}: {response.read()[:500]!r}")
+            while not self._stop.is_set():
+                line = response.readline()
+                if not line:
+                    return True
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    return self._failed(f"watch error: {obj}")
+                self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+                if event.get("type") != "BOOKMARK":
+                    self.on_event(str(event.get("type")), obj)
+            return False
+        finally:
+            conn.close()
+
+    def _run(self) -> None:
         ctx = self._context()
         port = urllib.parse.urlparse(self.cp.server).port
         while not self._stop.is_set():
-            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=600)
-            self._conn = conn
             try:
-                conn.request(
-                    "GET",
-                    f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
-                    f"&resourceVersion={rv}&timeoutSeconds=300",
-                )
-                response = conn.getresponse()
-                if response.status != 200:
-                    self.errors.append(f"watch: HTTP {response.status}: {response.read()[:500]!r}")
+                if not self._rv:
+                    self._list()
+                if not self._watch(ctx, port):
                     return
-                while not self._stop.is_set():
-                    line = response.readline()
-                    if not line:
-                        break
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        self.errors.append(f"watch error: {obj}")
-                        return
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if event.get("type") != "BOOKMARK":
-                        self._record(str(event.get("type")), obj)
-            except (OSError, ValueError, http.client.HTTPException) as exc:
-                if not self._stop.is_set():
+            except (OSError, ValueError, http.client.HTTPException, ApiError) as exc:
+                if self._stop.is_set():
+                    return
+                if self.relist:
+                    self._rv = ""
+                    self._stop.wait(0.5)
+                else:  # a dropped connection: resume from the last version
                     self.errors.append(f"watch: {exc!r}")
-                    time.sleep(0.2)
-            finally:
-                conn.close()
+                    self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+@dataclass
+class PodWatch:
+    """Records every version of every pod of one namespace (as admin) in ``versions``."""
+
+    cp: ControlPlane
+    namespace: str
+    versions: list[PodVersion] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stream: PodEventStream | None = None
+
+    @property
+    def errors(self) -> list[str]:
+        return self._stream.errors if self._stream is not None else []
+
+    def start(self) -> PodWatch:
+        self._stream = PodEventStream(self.cp, self.namespace, self._record).start()
+        return self
 
     def _record(self, kind: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -614,13 +673,8 @@ class PodWatch:
             return list(self.versions)
 
     def stop(self) -> None:
-        self._stop.set()
-        conn = self._conn
-        if conn is not None and conn.sock is not None:
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if self._stream is not None:
+            self._stream.stop()
 
     def wait(self, predicate: Callable[[list[PodVersion]], bool], timeout: float, what: str) -> list[PodVersion]:
         """Wait until the recorded versions satisfy ``predicate`` (the watch may lag a GET by a moment)."""
