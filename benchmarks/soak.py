@@ -129,6 +129,7 @@ class Soak:
              "cycleMaxMs": round(max(self.window) * 1000, 2) if self.window else None,
              "cycleWallMedianMs": round(statistics.median(self.wall_window) * 1000, 2) if self.wall_window else None,
              "rssMB": round(rss_mb(), 1), "pyBlocks": sys.getallocatedblocks(), "gcObjects": len(gc.get_objects()),
+             "ortools": "ortools.sat.python.cp_model" in sys.modules,  # loaded on the first CP-SAT search (~90 MB)
              "podsBound": bound, "podsPending": len(pods) - bound,
              "wallS": round(time.monotonic() - self.started, 1)}
         if tracemalloc.is_tracing():
@@ -142,7 +143,7 @@ class Soak:
         self.log(f"day {s['day']:.2f}: cycle {s['cycleMedianMs']} ms CPU (max {s['cycleMaxMs']}; wall "
                  f"{s['cycleWallMedianMs']}), rss {s['rssMB']} MB, "
                  f"{bound} pods bound, {s['podsPending']} pending, {s['wallS']:.0f} s wall; "
-                 f"{s['pyBlocks']} Python blocks, {s['gcObjects']} gc objects"
+                 f"{s['pyBlocks']} Python blocks, {s['gcObjects']} gc objects, ortools loaded: {s['ortools']}"
                  + (f"; traced since day {self.trace_from:g}: {s['tracedMB']} MB, top {s['tracedTop'][:2]}"
                     if "tracedMB" in s else ""))
         if self.checkpoint is not None:
