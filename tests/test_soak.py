@@ -28,7 +28,8 @@ def test_one_virtual_day_on_50_nodes_keeps_every_invariant() -> None:
     assert report["meanAllocation"] > 0.6
     assert len(report["samples"]) == 24 + 1
     assert all(s["cycleMedianMs"] is not None and s["rssMB"] > 0 for s in report["samples"][1:])
-    assert set(report["fits"]) == {"cycleMedianMs", "rssMB", "podsBound"}
+    assert all(s["pyBlocks"] > 0 and s["gcObjects"] > 0 and isinstance(s["ortools"], bool) for s in report["samples"])
+    assert set(report["fits"]) == {"cycleMedianMs", "rssMB", "podsBound", "pyBlocks"}
 
 
 def test_slope_is_least_squares() -> None:
