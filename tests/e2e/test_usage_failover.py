@@ -4,8 +4,15 @@ and a malformed ``status.usage`` is skipped with a log line, never a crash."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
+
+import yaml
+from typer.testing import CliRunner
+
+from kaictl.app import app as kaictl
 
 from .controlplane import ControlPlane
 from .kaid_helpers import bound, get_or_none, lease_holder, pod, pods_of, queue, suffix, wait_for
@@ -23,7 +30,7 @@ def queue_usage(cp: ControlPlane, name: str) -> Any:
 
 
 def test_new_leader_continues_usage_history_from_queue_status(
-    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any, tmp_path: Path
 ) -> None:
     cp = control_plane
     pool, _ = make_pool(2, gpus=8)
@@ -69,3 +76,13 @@ def test_new_leader_continues_usage_history_from_queue_status(
     cp.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod("after", pool, q, 1))
     wait_for(lambda: len(bound(pods_of(cp, namespace))) == 3, 20, "the pod made after the failover bound")
     assert second.running()
+
+    # kaictl fairshare shows the usage kaid keeps in the Queue's status (read live, under the same settings)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(USAGE))
+    res = CliRunner().invoke(kaictl, ["fairshare", "--kubeconfig", str(cp.kubeconfig), "--config", str(config),
+                                      "-o", "json"])
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout)
+    rows = {r["name"]: r for r in shown["queues"]}
+    assert rows[q]["usage"]["gpu"] > 0 and "usageComputedAt" in shown, rows[q]
