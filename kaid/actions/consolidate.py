@@ -12,7 +12,8 @@ from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Search, Unit, running
 from kaid.api.config import Action
-from kaid.model.objects import Job, Reason
+from kaid.model.objects import Job, Pod, Reason
+from kaid.model.vocabulary import PodStatus
 
 
 @dataclass
@@ -26,6 +27,8 @@ class ConsolidateRules:
     action: str = Action.CONSOLIDATE
     solver: bool = False  # the solver does not model the moved pods' new places
     split_by_node: bool = True
+    moves: bool = True
+    shared: list[Pod] | None = None  # ``_devices_possible``'s shared-GPU pods, worked out once per action
 
     def serves(self, job: Job) -> bool:
         return job.preemptible
@@ -35,11 +38,30 @@ class ConsolidateRules:
             self.start = session.checkpoint()
         moved = sum(1 for op in session.evictions(self.start) if op.action == self.action)
         self.moves_left = self.cap - moved
-        if self.moves_left <= 0 or not _enough_gpus(session, att):
+        if self.moves_left <= 0 or not _enough_gpus(session, att) or not self._devices_possible(session, att):
             return SILENT
         if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
             return SILENT
         return None
+
+    def _devices_possible(self, session: Session, att: Attempt) -> bool:
+        """Moves conserve whole devices: moving a whole-GPU pod takes as many idle devices as it leaves, so the
+        job's whole GPUs can only come from idle devices, the releasing pods' devices, and shared devices that
+        moving their preemptible pods could empty (counted as if each could). A full cluster's whole-GPU jobs
+        stop here instead of trying a quarter of the scenario budget each, every cycle (issue 15)."""
+        whole = sum(p.gpu_whole for p in att.batch)
+        if not whole:
+            return True
+        index = session.index
+        idle = sum(k * len(index.buckets[k]) for k in range(1, index.max_gpus + 1))
+        idle += sum(p.gpu_whole + p.frac_devices for p in session.releasing())
+        if idle >= whole:
+            return True
+        if self.shared is None:  # the shared-GPU pods that could move: fixed for the action (no pod starts in it)
+            self.shared = [p for p in session.snap.pods if p.frac_devices and p.job is not None and p.job.preemptible]
+        live = (PodStatus.RUNNING, PodStatus.BOUND)
+        emptied = {(p.node, d) for p in self.shared if p.status in live and not p.releasing for d in p.devices}
+        return idle + len(emptied) >= whole
 
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
         return victim is not att.job and bool(running(victim))

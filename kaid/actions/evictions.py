@@ -27,6 +27,7 @@ class Rules(Protocol):
     action: str
     solver: bool  # CP-SAT may look for cheaper victims (it models evictions, not moved pods)
     split_by_node: bool  # a victim job may lose only its pods on the nodes the job lands on (they all move)
+    moves: bool  # every victim must be placed again (consolidation): no scenario evicts anything for good
 
     def serves(self, job: Job) -> bool:
         """Whether the action tries for this pending job at all."""
@@ -208,7 +209,7 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -
     start = session.checkpoint()
     chosen: list[int] = []
     valid = _validator(session, rules, att)
-    room = Room(session, att)
+    room = Room(session, att, rules.moves)
     for i, unit in enumerate(search.units):
         if (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
             continue
@@ -288,10 +289,15 @@ class Room:
 
     - the idle and releasing GPUs on the nodes the job may use, against the whole GPUs it needs;
     - for a batch of pods alike (whole GPUs or none): the pods of that shape the nodes it may use could take with
-      the releasing pods gone, against the batch; gang placement finds no plan below it (``gang.lower_bound``).
+      the releasing pods gone, against the batch; gang placement finds no plan below it (``gang.lower_bound``);
+    - where every victim must be placed again (``moves``: consolidation), whole devices are conserved: the idle
+      devices of the whole cluster and those the releasing pods hold, against the job's whole GPUs plus the whole
+      GPUs of the pods moved so far (each needs idle devices again). Moving whole-GPU pods never makes a device
+      idle; only emptying a shared device does. A full cluster with no idle device is where this bound saves a
+      quarter of the scenario budget per job, every cycle (issue 15).
     """
 
-    def __init__(self, session: Session, att: Attempt) -> None:
+    def __init__(self, session: Session, att: Attempt, moves: bool = False) -> None:
         self.session = session
         first = att.batch[0]
         self.pod = first
@@ -307,6 +313,10 @@ class Room:
         if self.alike:
             self.room = self._rooms(None)
         self.room_sum = sum(self.room.values())
+        self.moves = moves and bool(self.whole)
+        self.every: list[int] = [n.idle for n in session.index.nodes] if self.moves else []
+        self.every_sum = sum(self.every) + sum(p.gpu_whole + p.frac_devices for p in session.releasing())
+        self.moved_whole = 0
 
     def _rooms(self, nodes: list[Node] | None) -> dict[int, int]:
         """Room for the shape on ``nodes`` (None: every node the job may use), the releasing pods lent."""
@@ -328,12 +338,18 @@ class Room:
                 if self.mask[n.index]:
                     self.idle_sum += n.idle - self.idle[n.index]
                     self.idle[n.index] = n.idle
-        if self.alike:  # both bounds are kept up to date whatever the answer: the next unit builds on them
+        if self.moves:
+            for n in nodes:
+                self.every_sum += n.idle - self.every[n.index]
+                self.every[n.index] = n.idle
+            self.moved_whole += sum(p.gpu_whole for p in unit.pods)
+        if self.alike:  # the bounds are kept up to date whatever the answer: the next unit builds on them
             for i, c in self._rooms(list(nodes)).items():
                 self.room_sum += c - self.room.get(i, 0)
                 self.room[i] = c
         return not ((self.whole and self.idle_sum + self.releasing < self.whole)
-                    or (self.alike and self.room_sum < self.need))
+                    or (self.alike and self.room_sum < self.need)
+                    or (self.moves and self.every_sum < self.whole + self.moved_whole))
 
 
 def _solver_applies(session: Session, att: Attempt) -> bool:

@@ -22,6 +22,7 @@ class PreemptRules:
     action: str = Action.PREEMPT
     solver: bool = True
     split_by_node: bool = False
+    moves: bool = False
 
     def serves(self, job: Job) -> bool:
         return True

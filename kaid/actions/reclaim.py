@@ -24,6 +24,7 @@ class ReclaimRules:
     action: str = Action.RECLAIM
     solver: bool = True
     split_by_node: bool = False
+    moves: bool = False
     before: Before | None = None
 
     def serves(self, job: Job) -> bool:
