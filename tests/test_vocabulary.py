@@ -35,8 +35,8 @@ def test_string_enums_equal_their_strings_in_comparisons_and_sets() -> None:
 
 
 def test_pod_statuses_are_one_documented_set() -> None:
-    assert {s.value for s in PodStatus} == {"Pending", "Bound", "Running", "Releasing", "Pipelined", "Allocated",
-                                            "Evicted"}
+    assert {s.value for s in PodStatus} == {"Pending", "Bound", "Running", "Releasing", "Pipelined", "NodeGone",
+                                            "Allocated", "Evicted"}
 
 
 def test_json_and_yaml_write_the_values() -> None:

@@ -22,7 +22,8 @@ from kaid.model.vocabulary import BOUND_OR_RUNNING, PLACED_THIS_CYCLE, PodStatus
 if TYPE_CHECKING:
     from kaid.actions.session import Session
 
-ACTIVE = PLACED_THIS_CYCLE | BOUND_OR_RUNNING  # holds a place, not on its way out (KAI: active allocated)
+# holds a place, not on its way out (KAI: active allocated; a pod on a node gone since still counts there)
+ACTIVE = PLACED_THIS_CYCLE | BOUND_OR_RUNNING | {PodStatus.NODE_GONE}
 PENDING = frozenset({PodStatus.PENDING})
 DEFAULT_POD_SET = "default"
 

@@ -22,7 +22,7 @@ from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Que
 from kaid.model.pods import PodReader, is_reservation_pod, opened_by, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
-from kaid.model.vocabulary import FINISHED_PHASES, PodPhase, PodStatus
+from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
 
 Obj = dict[str, Any]
 # a pod that holds resources on a node, with the order it is accounted in: those that recorded their GPUs
@@ -132,6 +132,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         node = node_by_name.get(pod.node) if rank is not None and pod.node else None
         if node is not None and rank is not None:
             holders.append((rank, node, pod))
+        elif rank is not None:
+            node_gone(pod)
         if not ours or (not pod.node and pod.releasing):
             continue  # another scheduler's, or deleted before it was ever placed
         pods.append(pod)
@@ -158,6 +160,13 @@ def place_pod(obj: Obj, pod: Pod, ours: bool) -> int | None:
             PodStatus.RUNNING if pod.phase == PodPhase.RUNNING else PodStatus.BOUND
         return 0 if pod.devices else 1
     return None
+
+
+def node_gone(pod: Pod) -> None:
+    """A placed pod whose node the snapshot does not have: bound or running there, it is ``NODE_GONE`` (a pipelined
+    pod is placed again by the cycle; a releasing one is on its way out anyway)."""
+    if pod.status in BOUND_OR_RUNNING:
+        pod.status = PodStatus.NODE_GONE
 
 
 def pod_role(obj: Obj, cfg: SchedulerConfig) -> tuple[bool, bool]:

@@ -24,7 +24,7 @@ from typing import Any
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
-from kaid.model.build import complete_job, place_pod, pod_role
+from kaid.model.build import complete_job, node_gone, place_pod, pod_role
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
@@ -43,7 +43,7 @@ from kaid.model.objects import (
 from kaid.model.pods import is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
-from kaid.model.vocabulary import CPU, GPU, MEM, PodStatus
+from kaid.model.vocabulary import BOUND_OR_RUNNING, CPU, GPU, MEM, PodStatus
 
 Obj = dict[str, Any]
 _R = (GPU, CPU, MEM)
@@ -380,10 +380,13 @@ class LiveModel:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""
         obj = self.nodes.get(name)
         holders = [self.pods[k] for k in self.node_pods.get(name, ()) if k in self.pods]
-        if obj is None:
+        if obj is None:  # (no such node, or not yet): its pods hold nothing, those bound there are NODE_GONE
             self.node_tpl.pop(name, None)
             for e in holders:
                 e.tpl = e.placed
+                if e.rank is not None and e.placed is not None and e.placed.status in BOUND_OR_RUNNING:
+                    e.tpl = e.placed.copy()
+                    node_gone(e.tpl)
             return
         node = read_node(obj)
         holders.sort(key=lambda e: (e.rank if e.rank is not None else 9, e.seq))

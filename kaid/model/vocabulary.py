@@ -12,21 +12,28 @@ from typing import Final
 
 
 class PodStatus(StrEnum):
-    """Where a pod stands in a cycle. A snapshot reads one of the first five from the pod's object; the cycle's
-    session moves pods to the last two, tentatively (a job's changes are committed or rolled back together)."""
+    """Where a pod stands in a cycle. A snapshot reads one of the first six from the pod's object (and its nodes);
+    the cycle's session moves pods to the last two, tentatively (a job's changes are committed or rolled back
+    together)."""
 
     PENDING = "Pending"  # no node yet
     BOUND = "Bound"  # has a node, not running yet
     RUNNING = "Running"
     RELEASING = "Releasing"  # being deleted: it holds its resources until it is gone
     PIPELINED = "Pipelined"  # reserved on a node whose resources evictions are freeing; bound once they are free
+    # bound or running on a node that no longer exists (deleted; the pod garbage collector removes the pod soon): it
+    # holds nothing on any node, counts for its gang and its queue as running (as KAI counts it), and is never a
+    # victim: evicting it frees nothing
+    NODE_GONE = "NodeGone"
     ALLOCATED = "Allocated"  # placed by this cycle
     EVICTED = "Evicted"  # evicted by this cycle
 
 
 # Named groups of statuses (``pod.status in HOLDS_RESOURCES``).
-HOLDS_RESOURCES: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND, PodStatus.RELEASING, PodStatus.PIPELINED})
-"""Holds, or is about to hold, resources on its node: what a queue's allocation counts (``Pod.active``)."""
+HOLDS_RESOURCES: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND, PodStatus.RELEASING, PodStatus.PIPELINED,
+                                     PodStatus.NODE_GONE})
+"""Holds, or is about to hold, resources on its node (or did, on a node gone since): what a queue's allocation counts
+(``Pod.active``)."""
 BOUND_OR_RUNNING: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND})
 """On a node and staying there: what an eviction can take (unless it is releasing already)."""
 PLACED_THIS_CYCLE: Final = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
