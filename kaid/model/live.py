@@ -43,10 +43,10 @@ from kaid.model.objects import (
 from kaid.model.pods import is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
-from kaid.model.vocabulary import BOUND_OR_RUNNING, CPU, GPU, MEM, PodStatus
+from kaid.model.vocabulary import BOUND_OR_RUNNING, GPU, PodStatus
 
 Obj = dict[str, Any]
-_R = (GPU, CPU, MEM)
+_R = (0, 1, 2)  # GPU, CPU, MEM as plain indices (an IntEnum index costs a call each time)
 # kinds kept as plain objects, read again as a whole when one of them changes (there are few)
 _POLICY = {"PriorityClass", "Topology", "PodDisruptionBudget"}
 
