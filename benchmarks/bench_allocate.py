@@ -65,6 +65,7 @@ from benchmarks.common import machine_info, output_args, profile, profile_args, 
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
 from kaid import cycle
+from kaid.actions.memory import SearchMemory
 from kaid.actions.session import Session
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
@@ -622,7 +623,7 @@ def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str
         model.upsert(obj)
     snap = model.snapshot(now)
     c1 = time.process_time()
-    decisions = run_cycle(snap, cfg)
+    decisions = run_cycle(snap, cfg, memory=SearchMemory())
     c2 = time.process_time()
     del snap
     _apply(model, _outcome_events(model, decisions, now))
@@ -638,7 +639,7 @@ def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str
     actions: dict[str, float] = {}
     actions_cpu: dict[str, float] = {}
     with timed_actions(actions, actions_cpu):
-        steady = run_cycle(snap, cfg)
+        steady = run_cycle(snap, cfg, memory=decisions.memory)
     c7 = time.process_time()
     del snap
     gc.collect()
@@ -646,7 +647,8 @@ def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str
     c8 = time.process_time()
     build_snapshot(objects, cfg, now + 60.0)
     c9 = time.process_time()
-    return {
+    quiet = _quiet(model, cfg, steady, now + 60.0)
+    return {**quiet,
         "solver": solver, **counts,
         "cold_snapshot_cpu_s": c1 - c0, "cold_cycle_cpu_s": c2 - c1, "cold_pods_bound": len(decisions.binds),
         "settle_cpu_s": c4 - c3,
@@ -656,6 +658,32 @@ def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str
         "cold_build_snapshot_cpu_s": c9 - c8,
         "steady_vs_cold": _ratio(c7 - c5, c2 - c0),
     }
+
+
+def _quiet(model: LiveModel, cfg: SchedulerConfig, last: Decisions, now: float) -> dict[str, Any]:
+    """The daemon's most common cycle on a full cluster: nothing changed since the last one (it runs every
+    ``cyclePeriodSeconds`` all the same). The steady cycle's decisions and one more cycle's are applied, then a cycle
+    with the last one's memory of vain victim searches (``kaid.actions.memory``) and one without it, on the same
+    objects, CPU time of each (snapshot included)."""
+    _apply(model, _outcome_events(model, last, now))
+    model.refresh()
+    prior = run_cycle(model.snapshot(now + 60.0), cfg, memory=last.memory)
+    _apply(model, _outcome_events(model, prior, now + 60.0))
+    model.refresh()
+    out: dict[str, Any] = {}
+    for name, memory in (("quiet_memory", prior.memory), ("quiet_no_memory", None)):
+        gc.collect()
+        c0 = time.process_time()
+        snap = model.snapshot(now + 120.0)
+        c1 = time.process_time()
+        cpu: dict[str, float] = {}
+        with timed_actions({}, cpu):
+            d = run_cycle(snap, cfg, memory=memory)
+        out[name] = {"snapshot_cpu_s": c1 - c0, "cycle_cpu_s": time.process_time() - c1, "actions_cpu_s": cpu,
+                     "pods_bound": len(d.binds), "pods_evicted": len(d.evictions),
+                     "searches_skipped": sum(len(m) for m in (d.memory.misses.values() if d.memory else ()))}
+        del snap
+    return out
 
 
 def steady_only(nodes: int, pods: int, queues: int, seed: int, scale: int) -> list[str]:
@@ -687,6 +715,18 @@ def _steady_lines(report: dict[str, Any]) -> list[str]:
             f"x{_fmt(st['steady_vs_cold'])} of the cold cycle ({st['cold_snapshot_cpu_s']:.2f} s snapshot + "
             f"{st['cold_cycle_cpu_s']:.2f} s cycle; {st['cold_pods_bound']} pods bound then, "
             f"{st['steady_pods_bound']} now)")
+        if "quiet_memory" in st:
+            qm, qn = st["quiet_memory"], st["quiet_no_memory"]
+            lines.append(
+                f"quiet cycle at {wl['nodes']} nodes (nothing changed since the last, CPU time): with the memory of "
+                f"vain victim searches {qm['snapshot_cpu_s'] + qm['cycle_cpu_s']:.3f} s (snapshot "
+                f"{qm['snapshot_cpu_s']:.3f} s, cycle {qm['cycle_cpu_s']:.3f} s: "
+                + ", ".join(f"{a} {v:.2f}" for a, v in qm["actions_cpu_s"].items())
+                + f"; {qm['searches_skipped']} vain searches remembered), without it "
+                f"{qn['snapshot_cpu_s'] + qn['cycle_cpu_s']:.3f} s (cycle {qn['cycle_cpu_s']:.3f} s: "
+                + ", ".join(f"{a} {v:.2f}" for a, v in qn["actions_cpu_s"].items())
+                + f"); {qm['pods_bound']} and {qn['pods_bound']} pods bound, {qm['pods_evicted']} and "
+                f"{qn['pods_evicted']} evicted")
     return lines
 
 

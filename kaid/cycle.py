@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from kaid.actions.allocate import allocate
 from kaid.actions.consolidate import consolidate
+from kaid.actions.memory import Recall, SearchMemory, fingerprint, horizon
 from kaid.actions.preempt import preempt
 from kaid.actions.reclaim import reclaim
-from kaid.actions.session import AllocateStats, EvictionStats, Session
+from kaid.actions.session import STUCK_RELEASING_SECONDS, AllocateStats, EvictionStats, Session
 from kaid.actions.stale import stale_gangs
 from kaid.api.config import Action, SchedulerConfig
 from kaid.fairshare import QueueRow, compute_fair_share, queue_rows
@@ -82,6 +83,7 @@ class Decisions:
     allocate_reasons: dict[str, list[Reason]] = field(default_factory=dict)  # why allocate left a job pending
     stats: AllocateStats = field(default_factory=AllocateStats)
     victims: EvictionStats = field(default_factory=EvictionStats)
+    memory: SearchMemory | None = None  # the vain victim searches, for the next cycle's ``run_cycle(memory=...)``
 
 
 def _overcommitted(node: Node) -> bool:
@@ -115,17 +117,22 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
 
 
 def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
-              on_bind: Callable[[list[Bind]], None] | None = None) -> Decisions:
+              on_bind: Callable[[list[Bind]], None] | None = None, memory: SearchMemory | None = None) -> Decisions:
     """One cycle. With ``focus`` (a job key) it decides only as much as that job's outcome needs: what
     ``kaictl explain`` uses; the decisions about other jobs are then incomplete. ``on_bind`` receives each
     job's binds as soon as allocate commits them (they are in the Decisions too), so that a daemon can
-    start binding while the rest of the cycle decides."""
+    start binding while the rest of the cycle decides. ``memory``: the last cycle's ``Decisions.memory`` (or an
+    empty ``SearchMemory`` to start one): the victim searches found nothing for in the same world are not
+    repeated, with the same decisions (``kaid.actions.memory``); this cycle's is in ``Decisions.memory``."""
     compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
+    recall = None
+    if memory is not None and focus is None:
+        recall = Recall(memory, SearchMemory(until=horizon(snap, STUCK_RELEASING_SECONDS)), fingerprint(snap, cfg))
     index = NodeIndex(snap.nodes)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
-    session = Session(snap, index, cfg, focus=focus, on_commit=hook)
-    out = Decisions(problems=list(snap.problems))
+    session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recall)
+    out = Decisions(problems=list(snap.problems), memory=recall.after if recall is not None else None)
     for pod in ready_pipelined(snap):
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
     for name, action in ACTIONS:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kaid.actions import gangs
+from kaid.actions.memory import Miss
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
 from kaid.actions.session import Session, VictimStats
 from kaid.actions.victim_solver import solve
@@ -78,6 +79,8 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
     pool = _victim_pool(session)
+    start = len(session.ops)  # a success adds operations; a vain search leaves none
+    known, misses = _recall(session, rules.action)
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -86,8 +89,32 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         if not batch or shape in failed:
             continue
         searches += 1
-        if not _serve(session, rules, attempt_for(session, rules.action, job, batch), pool):
-            failed.add(shape)
+        clean = misses is not None and len(session.ops) == start  # the world is still the one the memory names
+        miss = known.get(job.key) if clean else None
+        if miss is not None:  # searched in vain in this very world last cycle: the same again, without the search
+            session.scenarios_left -= miss.scenarios
+            for reason in miss.said:
+                session.say(job, reason)
+        else:
+            scenarios, said = session.scenarios_left, len(session.reasons.get(job.key, ()))
+            if _serve(session, rules, attempt_for(session, rules.action, job, batch), pool):
+                continue
+            miss = Miss(scenarios - session.scenarios_left, tuple(session.reasons.get(job.key, [])[said:]))
+        failed.add(shape)
+        if clean and misses is not None:
+            misses[job.key] = miss
+
+
+def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, Miss] | None]:
+    """The vain searches of ``action`` last cycle that hold in this world, and where to note this cycle's (None:
+    the cycle keeps no memory). The world: the cycle's fingerprint and the operations before the action began."""
+    recall = session.recall
+    if recall is None or session.focus is not None:
+        return {}, None
+    world = hash((recall.cycle, tuple((op.kind, op.pod.key, op.node.name, op.devices, op.action, op.by)
+                                      for op in session.ops)))
+    recall.after.worlds[action] = world
+    return recall.before.recall(action, world, session.snap.now), recall.after.misses.setdefault(action, {})
 
 
 def _victim_pool(session: Session) -> list[Job]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kaid.actions.memory import Recall
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.nodes import reference_node
 from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Reason, Snapshot
@@ -95,6 +96,7 @@ class Session:
     stale: dict[str, float | None] = field(default_factory=dict)  # job key -> stale since (None: clear)
     scenarios_left: int = 0  # victim scenarios the running eviction action may still simulate this cycle
     search_left: int = 0  # ... and the job it searches victims for
+    recall: Recall | None = None  # the eviction actions' memory of vain searches, last cycle's and this one's
     # what stays put for the whole cycle, worked out once (``total``, ``ref``, ``small_ref``, ``releasing``)
     _fixed: dict[str, object] = field(default_factory=dict, init=False, repr=False)
     _releasing: list[Pod] | None = field(default=None, init=False, repr=False)

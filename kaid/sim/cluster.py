@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaid.actions.memory import SearchMemory
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
@@ -212,6 +213,7 @@ class _Simulation:
         self.last_q: dict[str, tuple[float, float]] = {}
         self.last_alloc = 0.0
         self.pending_jobs = 0
+        self.memory = SearchMemory()  # the vain victim searches of the last cycle, as the daemon keeps them
 
     def arrive(self, t: float) -> bool:
         """The jobs that arrive by ``t`` are created; whether any did."""
@@ -247,7 +249,8 @@ class _Simulation:
             self.result.capacity_gpus = snap.capacity()[GPU] / 1000
             self.result.leaves = sorted(q.name for q in snap.queues.values() if not q.children)
             self.result.problems = [p.reason.message for p in snap.problems]
-        decisions = run_cycle(snap, cfg)
+        decisions = run_cycle(snap, cfg, memory=self.memory)
+        self.memory = decisions.memory or SearchMemory()
         self.result.cycles += 1
         self._bind(decisions, t)
         moved = {b.pod for b in decisions.pipelined}
