@@ -246,12 +246,25 @@ class ByQueue:
         return e
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
+        """``compare_queues`` of the two entries' sides: their keys where they differ, else the rules the keys
+        leave out (every rule the key holds ties)."""
         assert left.key is not None and right.key is not None and left.side is not None and right.side is not None
         if left.key != right.key:
             result = -1 if left.key < right.key else 1
         else:
-            result = compare_queues(left.side, right.side, self.total)
+            lq, rq = left.side.queue, right.side.queue
+            result = _below(self._caps[lq.name], self._caps[rq.name])
+            if not result:
+                result = -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
         return -result if self.victims else result
+
+
+def _below(left: tuple[int, int, int], right: tuple[int, int, int]) -> int:
+    """``_allocatable_smaller`` over the queues' ``allocatable`` per resource, worked out already."""
+    def below(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+        return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
+
+    return _first(below(left, right), below(right, left))
 
 
 def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, int, int, float, float]:
