@@ -7,16 +7,23 @@ from collections import Counter
 from kaid.model.objects import Pod, Reason
 from kaid.model.vocabulary import NodeFailure, ReasonCode
 from kaid.placement.index import NodeIndex
-from kaid.placement.predicates import resource_failure, static_failure
+from kaid.placement.predicates import resource_failure
 
 
 def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
-    """Why no node takes the pod, counted per first failure ("0/120 nodes can take ...: 80 insufficient GPU")."""
-    counts: Counter[NodeFailure] = Counter()
-    for n in index.nodes:
-        why = static_failure(n, pod) or resource_failure(n, pod)
-        if why:
-            counts[why] += 1
+    """Why no node takes the pod, counted per first failure ("0/120 nodes can take ...: 80 insufficient GPU"): the
+    static failures as the index keeps them per pod signature, the resources checked on the other nodes only."""
+    found = dict(index.static_failures(pod))  # first failure -> (first node index with it, nodes with it)
+    mask, nodes = index.static_mask(pod), index.nodes
+    i = mask.find(1)
+    while i != -1:
+        why = resource_failure(nodes[i], pod)
+        if why is not None:
+            first, count = found.get(why, (i, 0))
+            found[why] = (first, count + 1)
+        i = mask.find(1, i + 1)
+    # in the order each failure first occurs over the nodes, as one pass over them would count them
+    counts: Counter[NodeFailure] = Counter({why: found[why][1] for why in sorted(found, key=lambda w: found[w][0])})
     total = len(index.nodes)
     fit = total - sum(counts.values())
     parts = ", ".join(f"{k} {code.words}" for code, k in counts.most_common())

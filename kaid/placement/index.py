@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
+from kaid.model.vocabulary import NodeFailure
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
 
 Devices = tuple[int, ...]
@@ -54,7 +55,7 @@ class Partial:
 class NodeIndex:
     """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
 
-    __slots__ = ("_static", "buckets", "epoch", "max_gpus", "nodes", "partial", "shared")
+    __slots__ = ("_static", "_static_failures", "buckets", "epoch", "max_gpus", "nodes", "partial", "shared")
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
@@ -62,6 +63,7 @@ class NodeIndex:
         self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_gpus + 1)]
         self.shared: dict[int, None] = {}  # nodes with a partly used device
         self._static: dict[str, bytearray] = {}
+        self._static_failures: dict[str, dict[NodeFailure, tuple[int, int]]] = {}
         self.partial = Partial()
         self.epoch = 0  # bumped whenever resources are released, so cached failures expire
         for n in nodes:
@@ -72,11 +74,27 @@ class NodeIndex:
 
     # ----------------------------------------------------------------------------- static feasibility
     def static_mask(self, pod: Pod) -> bytearray:
+        """1 for each node the pod's signature may go to this cycle (``static_failure``), else 0."""
         mask = self._static.get(pod.sig)
         if mask is None:
-            mask = bytearray(1 if static_failure(n, pod) is None else 0 for n in self.nodes)
+            failures: dict[NodeFailure, tuple[int, int]] = {}
+            mask = bytearray(len(self.nodes))
+            for i, n in enumerate(self.nodes):
+                why = static_failure(n, pod)
+                if why is None:
+                    mask[i] = 1
+                else:
+                    first, count = failures.get(why, (i, 0))
+                    failures[why] = (first, count + 1)
             self._static[pod.sig] = mask
+            self._static_failures[pod.sig] = failures
         return mask
+
+    def static_failures(self, pod: Pod) -> dict[NodeFailure, tuple[int, int]]:
+        """Why the nodes that ``static_mask`` leaves out cannot take the pod: per first failure, the first node
+        index that has it and how many nodes do."""
+        self.static_mask(pod)
+        return self._static_failures[pod.sig]
 
     # ----------------------------------------------------------------------------- accounting
     def _moved(self, node: Node, old_idle: int) -> None:
