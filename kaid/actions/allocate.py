@@ -4,10 +4,13 @@ their way out are gone is pipelined onto what they hold (docs/architecture.md, "
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
-from kaid.actions.scenario import job_order
-from kaid.actions.session import Session, job_request
+from kaid.actions.order import ByQueue
+from kaid.actions.scenario import held_by, request_of
+from kaid.actions.session import Session, Vec, job_request
 from kaid.api.config import Action
 from kaid.model.objects import Job, Pod, Reason
 from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
@@ -21,10 +24,13 @@ Failures = dict[tuple[object, ...], tuple[int, list[Reason]]]
 def allocate(session: Session) -> None:
     """The allocate action: pending jobs in KAI's order, each placed whole (its gang) on free resources, or
     pipelined onto what releasing pods hold, or left with the reasons it waits (``session.reasons``)."""
-    order = job_order(session, [j for j in session.snap.jobs.values() if _waiting(session, j)])
+    requests = Requests(request_of(session))
+    order = ByQueue(session.snap.queues, session.total, requests.of, held_by)
+    order.push_all(j for j in session.snap.jobs.values() if _waiting(session, j))
     failed: Failures = {}
     while (job := order.pop()) is not None:
         placed = _serve(session, job, failed)
+        requests.served(job)
         more = placed and bool(gangs.tasks_to_allocate(job))
         if more:
             order.push(job)  # elastic pods: one at a time, the queue re-enters the order
@@ -33,6 +39,26 @@ def allocate(session: Session) -> None:
         if job.key == session.focus and not more:
             break
     session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
+
+
+class Requests:
+    """What each job in the order asks for next, worked out once per job and kept until the job is served: in
+    allocate only the job served changes (the order asks again for every queue it looks at anew)."""
+
+    __slots__ = ("_ask", "_known")
+
+    def __init__(self, ask: Callable[[Job], Vec]) -> None:
+        self._ask = ask
+        self._known: dict[int, Vec] = {}
+
+    def of(self, job: Job) -> Vec:
+        known = self._known.get(id(job))
+        if known is None:
+            known = self._known[id(job)] = self._ask(job)
+        return known
+
+    def served(self, job: Job) -> None:
+        self._known.pop(id(job), None)
 
 
 def _waiting(session: Session, job: Job) -> bool:
@@ -65,16 +91,26 @@ def _shape_key(p: Pod, n: int) -> tuple[object, ...]:
     return (p.sig, p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.frac_devices, p.cpu, p.mem, n)
 
 
+def _failure_key(job: Job, batch: list[Pod]) -> tuple[object, ...] | None:
+    """What a failed placement is remembered by within the cycle: the pods' one shape, their count and the job's
+    topology constraint (a job whose required domain is fixed by its running pods is not remembered). None when the
+    pods differ in shape."""
+    first = _shape_key(batch[0], 0)
+    if any(_shape_key(p, 0) != first for p in batch):
+        return None
+    return (*first[:-1], len(batch), job.topology, job.required_level, job.preferred_level)
+
+
 def _spread(session: Session, batch: list[Pod]) -> bool:
     placement = session.cfg.placement
     return (placement.gpu if any(p.gpu_whole or p.frac_devices for p in batch) else placement.cpu) == "spread"
 
 
-def _plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPlan:
+def _plan(session: Session, job: Job, batch: list[Pod], within: bytearray | None) -> gang.GangPlan:
     cfg = session.cfg.placement
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
     plan = gang.place(batch, session.index, _spread(session, batch), topo, cfg.gangSolver, cfg.solverTimeLimitSeconds,
-                      cfg.solverWorkers, within=gangs.domain_of_running(job, session))
+                      cfg.solverWorkers, within=within)
     session.alloc_stats.solver_s += plan.solver_s
     session.alloc_stats.solves += plan.solves
     return plan
@@ -83,16 +119,16 @@ def _plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPlan:
 def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bool:
     """Bind the batch where it fits now, or pipeline it onto what releasing pods hold; else say why not."""
     index = session.index
-    homogeneous = all(_shape_key(p, 0) == _shape_key(batch[0], 0) for p in batch)
-    key = _shape_key(batch[0], len(batch)) if homogeneous and job.topology is None else None
+    within = gangs.domain_of_running(job, session)
+    key = _failure_key(job, batch) if within is None else None
     hit = failed.get(key) if key is not None and job.key != session.focus else None
     if hit is not None and hit[0] == index.epoch:
         session.reasons[job.key] = list(hit[1])
         return False
-    plan = _plan(session, job, batch)
+    plan = _plan(session, job, batch, within)
     if plan.placements:
         return _commit(session, job, plan, OpKind.ALLOCATE)
-    pipelined = _pipelined_plan(session, job, batch)
+    pipelined = _pipelined_plan(session, job, batch, within)
     if pipelined is not None:
         return _commit(session, job, pipelined, OpKind.PIPELINE)
     why = _explain(job, batch, plan.placed_max, index, plan.topology_failed) \
@@ -103,14 +139,14 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     return False
 
 
-def _pipelined_plan(session: Session, job: Job, batch: list[Pod]) -> gang.GangPlan | None:
+def _pipelined_plan(session: Session, job: Job, batch: list[Pod], within: bytearray | None) -> gang.GangPlan | None:
     """A plan that fits once the releasing pods are gone (KAI pipelines onto their resources)."""
     lent = session.releasing()
     if not lent:
         return None
     groups = session.lend(lent)
     try:
-        plan = _plan(session, job, batch)
+        plan = _plan(session, job, batch, within)
     finally:
         session.unlend(lent, groups)
     return plan if plan.placements else None
