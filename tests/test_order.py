@@ -12,9 +12,76 @@ from functools import cmp_to_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaid.actions.order import ByQueue, Side, Vec, compare_queues, job_key
-from kaid.model.objects import Job, Queue
+from kaid.actions.order import (
+    NO_SHARE_MULTIPLIER,
+    ZERO,
+    ByQueue,
+    Side,
+    Vec,
+    _first,
+    _le,
+    allocatable,
+    job_key,
+    over_utilized,
+    within_deserved,
+)
+from kaid.model.objects import UNLIMITED, Job, Queue
 from kaid.model.queues import charge
+
+
+# KAI's queue order as KAI writes it, one pair of queues at a time: what ByQueue's keys must agree with
+def _zero_share_violation(q: Queue, extra: Vec) -> bool:
+    return any(allocatable(q, r) == 0 and q.allocated[r] + extra[r] > 0 for r in range(3))
+
+
+def dominant_share(q: Queue, total: Vec, extra: Vec = ZERO) -> float:
+    """The largest (allocated + extra) / allocatable over the resources; a resource with nothing allocatable
+    counts 1000 times what it holds."""
+    share = 0.0
+    for r in range(3):
+        cap = allocatable(q, r)
+        if cap == UNLIMITED:
+            cap = total[r]
+        held = q.allocated[r] + extra[r]
+        share = max(share, held * NO_SHARE_MULTIPLIER if cap == 0 else held / cap)
+    return share
+
+
+def _smaller(a: float, b: float) -> int:
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def _allocatable_smaller(lq: Queue, rq: Queue) -> int:
+    la = [allocatable(lq, r) for r in range(3)]
+    ra = [allocatable(rq, r) for r in range(3)]
+
+    def below(a: list[int], b: list[int]) -> bool:
+        return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
+
+    return _first(below(la, ra), below(ra, la))
+
+
+def compare_queues(left: Side, right: Side, total: Vec) -> int:
+    """KAI's queue order: negative when ``left`` goes first. Not over its fair share, then starved (its next
+    job fits its deserved share), then priority, then no job that needs what the queue has no share of, then
+    the smaller dominant share with the next job (and without the victims given), then without it, then the
+    smaller allocatable share, then the older queue."""
+    lq, rq = left.queue, right.queue
+    with_l = tuple(a - b for a, b in zip(left.request, left.given, strict=True))
+    with_r = tuple(a - b for a, b in zip(right.request, right.given, strict=True))
+    for result in (
+        _first(not over_utilized(lq), not over_utilized(rq)),
+        _first(within_deserved(lq, left.request), within_deserved(rq, right.request)),
+        _smaller(-lq.priority, -rq.priority),
+        _first(not _zero_share_violation(lq, left.request), not _zero_share_violation(rq, right.request)),
+        _smaller(dominant_share(lq, total, with_l), dominant_share(rq, total, with_r)),  # type: ignore[arg-type]
+        _smaller(dominant_share(lq, total), dominant_share(rq, total)),
+        _allocatable_smaller(lq, rq),
+    ):
+        if result:
+            return result
+    return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
+
 
 
 @dataclass

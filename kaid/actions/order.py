@@ -4,8 +4,12 @@ reference commit).
 
 Jobs inside a leaf queue: higher priority first, then a job below its gang minimum before one exactly at it
 before one above it, then the older job. Queues: at every level of the tree the best child is chosen by a chain
-of rules (``compare_queues``), each looking at the queue and the job it would serve next; the victims' order is
-the reverse of both.
+of rules, each looking at the queue and the job it would serve next: not over its fair share, then starved (its
+next job fits its deserved share), then priority, then no job that needs what the queue has no share of, then
+the smaller dominant share with the next job (and without the victims given), then without it, then the smaller
+allocatable share, then the older queue. The rules that look at one queue at a time make a key (``_key``), the
+last two tell apart queues whose keys tie (``_tie``); the victims' order is the reverse of both. The tests read
+the rules one pair of queues at a time, as KAI writes them.
 """
 
 from __future__ import annotations
@@ -51,40 +55,9 @@ def within_deserved(q: Queue, extra: Vec) -> bool:
     return all(_le(q.allocated[r] + extra[r], q.quota[r]) for r in range(3))
 
 
-def _zero_share_violation(q: Queue, extra: Vec) -> bool:
-    return any(allocatable(q, r) == 0 and q.allocated[r] + extra[r] > 0 for r in range(3))
-
-
-def dominant_share(q: Queue, total: Vec, extra: Vec = ZERO) -> float:
-    """The largest (allocated + extra) / allocatable over the resources; a resource with nothing allocatable
-    counts 1000 times what it holds."""
-    share = 0.0
-    for r in range(3):
-        cap = allocatable(q, r)
-        if cap == UNLIMITED:
-            cap = total[r]
-        held = q.allocated[r] + extra[r]
-        share = max(share, held * NO_SHARE_MULTIPLIER if cap == 0 else held / cap)
-    return share
-
-
 def _first(left: bool, right: bool) -> int:
     """-1 when only ``left`` holds, 1 when only ``right`` does, else 0."""
     return -1 if left and not right else (1 if right and not left else 0)
-
-
-def _smaller(a: float, b: float) -> int:
-    return -1 if a < b else (1 if a > b else 0)
-
-
-def _allocatable_smaller(lq: Queue, rq: Queue) -> int:
-    la = [allocatable(lq, r) for r in range(3)]
-    ra = [allocatable(rq, r) for r in range(3)]
-
-    def below(a: list[int], b: list[int]) -> bool:
-        return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
-
-    return _first(below(la, ra), below(ra, la))
 
 
 @dataclass(slots=True)
@@ -95,28 +68,6 @@ class Side:
     queue: Queue
     request: Vec = ZERO
     given: Vec = ZERO
-
-
-def compare_queues(left: Side, right: Side, total: Vec) -> int:
-    """KAI's queue order: negative when ``left`` goes first. Not over its fair share, then starved (its next
-    job fits its deserved share), then priority, then no job that needs what the queue has no share of, then
-    the smaller dominant share with the next job (and without the victims given), then without it, then the
-    smaller allocatable share, then the older queue."""
-    lq, rq = left.queue, right.queue
-    with_l = tuple(a - b for a, b in zip(left.request, left.given, strict=True))
-    with_r = tuple(a - b for a, b in zip(right.request, right.given, strict=True))
-    for result in (
-        _first(not over_utilized(lq), not over_utilized(rq)),
-        _first(within_deserved(lq, left.request), within_deserved(rq, right.request)),
-        _smaller(-lq.priority, -rq.priority),
-        _first(not _zero_share_violation(lq, left.request), not _zero_share_violation(rq, right.request)),
-        _smaller(dominant_share(lq, total, with_l), dominant_share(rq, total, with_r)),  # type: ignore[arg-type]
-        _smaller(dominant_share(lq, total), dominant_share(rq, total)),
-        _allocatable_smaller(lq, rq),
-    ):
-        if result:
-            return result
-    return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
 
 
 @dataclass(slots=True)
@@ -246,29 +197,31 @@ class ByQueue:
         return e
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
-        """``compare_queues`` of the two entries' sides: their keys where they differ, else the rules the keys
-        leave out (every rule the key holds ties)."""
+        """Negative when ``left`` is served (or, for victims, taken) first: by the keys where they differ, else by
+        the rules the keys leave out (``_tie``)."""
         assert left.key is not None and right.key is not None and left.side is not None and right.side is not None
         if left.key != right.key:
             result = -1 if left.key < right.key else 1
         else:
             lq, rq = left.side.queue, right.side.queue
-            result = _below(self._caps[lq.name], self._caps[rq.name])
-            if not result:
-                result = -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
+            result = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
         return -result if self.victims else result
 
 
-def _below(left: tuple[int, int, int], right: tuple[int, int, int]) -> int:
-    """``_allocatable_smaller`` over the queues' ``allocatable`` per resource, worked out already."""
+def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, int, int]) -> int:
+    """The last two rules, for queues whose keys tie: the smaller allocatable share (``caps``: ``allocatable`` per
+    resource; one is smaller when it is nowhere larger and somewhere smaller), then the older queue."""
     def below(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
         return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
 
-    return _first(below(left, right), below(right, left))
+    result = _first(below(lcaps, rcaps), below(rcaps, lcaps))
+    if result:
+        return result
+    return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
 
 
 def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, int, int, float, float]:
-    """The rules of ``compare_queues`` that look at one side at a time, as a key: where two keys differ, the
+    """The rules of the queue order that look at one side at a time, as a key: where two keys differ, the
     first rule that tells the sides apart is the first element that differs. ``caps``: ``allocatable`` of the
     side's queue per resource (fixed for the cycle)."""
     q = side.queue
@@ -282,7 +235,8 @@ def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, 
 
 
 def _dominant(held: list[int], extra: Vec, caps: tuple[int, int, int], total: Vec) -> float:
-    """``dominant_share`` with the queue's ``allocatable`` worked out already."""
+    """The largest (held + extra) / allocatable over the resources (``caps``: the queue's ``allocatable``); a
+    resource with nothing allocatable counts 1000 times what it holds."""
     share = 0.0
     for r in range(3):
         cap = total[r] if caps[r] == UNLIMITED else caps[r]
