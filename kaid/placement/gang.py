@@ -16,6 +16,7 @@ from kaid.model.objects import Node, Pod
 from kaid.placement.cpsat import solve_gang
 from kaid.placement.index import Devices, NodeIndex
 from kaid.placement.predicates import room_for
+from kaid.placement.rooms import fewest_nodes
 
 Placements = list[tuple[Pod, Node, Devices]]
 
@@ -72,7 +73,10 @@ def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tup
     """(node, how many pods of this shape it can take now) for every node that can take one."""
     mask = index.static_mask(pod)
     out = []
-    if pod.gpu_whole:  # only nodes with enough idle GPUs, straight from the index's buckets
+    if allowed is not None:  # a region (a topology domain) is a few nodes: only those
+        candidates = [index.nodes[i] for i in _members(allowed)]
+        allowed = None
+    elif pod.gpu_whole:  # only nodes with enough idle GPUs, straight from the index's buckets
         candidates = [index.nodes[i] for k in range(pod.gpu_whole, index.max_gpus + 1) for i in index.buckets[k]]
         candidates.sort(key=lambda n: n.index)
     else:
@@ -86,22 +90,31 @@ def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tup
     return out
 
 
-def lower_bound(caps: list[tuple[Node, int]], need: int) -> int | None:
-    """The fewest nodes that could hold ``need`` pods, or None when all of them together cannot."""
-    for count, c in enumerate(sorted((c for _, c in caps), reverse=True), start=1):
-        need -= c
-        if need <= 0:
-            return count
-    return None
+def _room(pod: Pod, index: NodeIndex, region: bytearray | None) -> tuple[dict[int, int], int]:
+    """(nodes per room above 0, the room in all) for pods of ``pod``'s shape in the region (None: everywhere, as
+    the index keeps it)."""
+    if region is None:
+        rooms = index.rooms(pod)
+        return rooms.nodes_by_room, rooms.total
+    nodes_by_room: dict[int, int] = defaultdict(int)
+    total = 0
+    for _, c in node_caps(pod, index, region):
+        nodes_by_room[c] += 1
+        total += c
+    return nodes_by_room, total
 
 
 def _domains(index: NodeIndex, key: str, allowed: bytearray | None) -> dict[str, bytearray]:
-    out: dict[str, bytearray] = defaultdict(lambda: bytearray(len(index.nodes)))
-    for n in index.nodes:
-        value = n.labels.get(key)
-        if value is not None and (allowed is None or allowed[n.index]):
-            out[value][n.index] = 1
-    return dict(out)
+    """The nodes of each domain of the label ``key`` that ``allowed`` lets in (domains left empty left out)."""
+    doms = index.domains(key)
+    if allowed is None:
+        return doms
+    out: dict[str, bytearray] = {}
+    for value, mask in doms.items():
+        both = bytearray(a & b for a, b in zip(mask, allowed, strict=True))
+        if any(both):
+            out[value] = both
+    return out
 
 
 def _homogeneous(pods: list[Pod]) -> bool:
@@ -111,7 +124,7 @@ def _homogeneous(pods: list[Pod]) -> bool:
 
 
 def alike(pods: list[Pod]) -> bool:
-    """Pods of one shape with whole GPUs or none: ``lower_bound`` over ``node_caps`` decides whether they fit."""
+    """Pods of one shape with whole GPUs or none: ``fewest_nodes`` over their room decides whether they fit."""
     return _homogeneous(pods) and not pods[0].frac_devices
 
 
@@ -129,7 +142,7 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
         if not doms:
             result.topology_failed = True
             return result
-        regions = [doms[d] for d in _best_fit(pods, index, doms, spread)]
+        regions = [doms[d] for d in _best_fit(pods, index, doms, spread, topo.required, None)]
     for region in regions:
         plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result)
         if plan is not None:
@@ -142,16 +155,21 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
     return result
 
 
-def _best_fit(pods: list[Pod], index: NodeIndex, doms: dict[str, bytearray], spread: bool) -> list[str]:
-    """Domains that could hold the whole gang, tightest first (most room first when spreading)."""
+def _best_fit(pods: list[Pod], index: NodeIndex, doms: dict[str, bytearray], spread: bool, key: str,
+              allowed: bytearray | None) -> list[str]:
+    """Domains (``doms``: of the label ``key``, within ``allowed``) that could hold the whole gang, tightest first
+    (most room first when spreading)."""
     need = len(pods)
     if _homogeneous(pods) and not pods[0].frac_devices:
         per: dict[str, int] = defaultdict(int)
-        rev = {i: name for name, mask in doms.items() for i in _members(mask)}
-        for n, c in node_caps(pods[0], index, None):
-            d = rev.get(n.index)
-            if d is not None:
-                per[d] += c
+        if allowed is None:  # every node of each domain: the sums the index keeps per label value
+            per.update(index.rooms(pods[0]).by_label(index.nodes, key))
+        else:
+            rev = {i: name for name, mask in doms.items() for i in _members(mask)}
+            for n, c in node_caps(pods[0], index, allowed):
+                d = rev.get(n.index)
+                if d is not None:
+                    per[d] += c
         fitting = [d for d in doms if per[d] >= need]
         return sorted(fitting, key=lambda d: (-per[d] if spread else per[d], d))
     idle: dict[str, int] = defaultdict(int)
@@ -173,25 +191,25 @@ def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None
               time_limit: float, workers: int, region: bytearray | None, result: GangPlan) -> Placements | None:
     need = len(pods)
     homogeneous = alike(pods)
-    # one pod: greedy finds a node iff one has room, and no solver runs; the scan would only repeat it
-    caps = node_caps(pods[0], index, region) if homogeneous and need > 1 else None
-    if caps is not None and lower_bound(caps, need) is None:
-        result.placed_max = max(result.placed_max, min(need, sum(c for _, c in caps)))
+    # one pod: greedy finds a node iff one has room, and no solver runs; the count would only repeat it
+    room = _room(pods[0], index, region) if homogeneous and need > 1 else None
+    if room is not None and fewest_nodes(room[0], need) is None:
+        result.placed_max = max(result.placed_max, min(need, room[1]))
         return None  # not even the free capacity of every node together would do
     use_solver = solver == "cpsat" and not spread and all(not p.frac_devices for p in pods) and need > 1
     preferred = topo.preferred if topo else None
     if preferred:
         doms = _domains(index, preferred, region)
-        for d in _best_fit(pods, index, doms, spread):
+        for d in _best_fit(pods, index, doms, spread, preferred, region):
             plan = _improve(pods, index, spread, doms[d], use_solver, time_limit, workers, result)
             if plan is not None:
                 return plan
-    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, caps)
+    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, room)
 
 
 def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray | None, use_solver: bool,
              time_limit: float, workers: int, result: GangPlan, preferred: str | None = None,
-             caps: list[tuple[Node, int]] | None = None) -> Placements | None:
+             room: tuple[dict[int, int], int] | None = None) -> Placements | None:
     """Greedy in the region; CP-SAT when greedy fails or uses more nodes (or domains) than needed."""
     plan, placed = greedy(pods, index, spread, region)
     result.placed_max = max(result.placed_max, placed)
@@ -200,18 +218,19 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
     if not use_solver:
         return plan
     homogeneous = _homogeneous(pods)
-    if caps is None and homogeneous:
-        caps = node_caps(pods[0], index, region)
+    if room is None and homogeneous:
+        room = _room(pods[0], index, region)
     if plan is not None:
         used = len({n.name for _, n, _ in plan})
-        bound = lower_bound(caps, len(pods)) if caps is not None else _gpu_bound(pods, index, region)
+        bound = fewest_nodes(room[0], len(pods)) if room is not None else _gpu_bound(pods, index, region)
         poor = bound is not None and used > bound
         if preferred and not poor:
             poor = len({n.labels.get(preferred) for _, n, _ in plan}) > 1
         if not poor:
             return plan
-        if caps is not None and bound == 1:
+        if room is not None and bound == 1:
             # one node holds the whole gang: the tightest such node is optimal, no search needed
+            caps = node_caps(pods[0], index, region)
             best = min((c for c in caps if c[1] >= len(pods)), key=lambda c: (c[0].idle, c[0].name))
             single = realise([(p, best[0]) for p in pods], index)
             if single is not None:

@@ -10,6 +10,7 @@ from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
+from kaid.placement.rooms import Rooms
 
 Devices = tuple[int, ...]
 
@@ -55,7 +56,8 @@ class Partial:
 class NodeIndex:
     """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
 
-    __slots__ = ("_static", "_static_failures", "buckets", "epoch", "max_gpus", "nodes", "partial", "shared")
+    __slots__ = ("_domains", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch", "max_gpus",
+                 "nodes", "partial", "shared")
 
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes = nodes
@@ -66,6 +68,9 @@ class NodeIndex:
         self._static_failures: dict[str, dict[NodeFailure, tuple[int, int]]] = {}
         self.partial = Partial()
         self.epoch = 0  # bumped whenever resources are released, so cached failures expire
+        self.changed: list[int] = []  # the index of each node whose accounting changed, in order (``Rooms``)
+        self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
+        self._domains: dict[str, dict[str, bytearray]] = {}
         for n in nodes:
             self.buckets[max(0, n.idle)][n.index] = None
             if any(0 < u < 1000 for u in n.dev_used):
@@ -96,8 +101,35 @@ class NodeIndex:
         self.static_mask(pod)
         return self._static_failures[pod.sig]
 
+    def domains(self, key: str) -> dict[str, bytearray]:
+        """The nodes of each value of the node label ``key`` (a topology domain), as masks; nodes without the label
+        are in none. Node labels do not change in a cycle: worked out once per key."""
+        doms = self._domains.get(key)
+        if doms is None:
+            doms = {}
+            for n in self.nodes:
+                value = n.labels.get(key)
+                if value is not None:
+                    mask = doms.get(value)
+                    if mask is None:
+                        mask = doms[value] = bytearray(len(self.nodes))
+                    mask[n.index] = 1
+            self._domains[key] = doms
+        return doms
+
+    def rooms(self, pod: Pod) -> Rooms:
+        """How many pods of ``pod``'s shape each node has room for now (whole GPUs or none, no shared GPUs)."""
+        key = (pod.gpu_whole, pod.cpu, pod.mem, pod.sig)
+        rooms = self._rooms.get(key)
+        if rooms is None:
+            rooms = self._rooms[key] = Rooms(pod, self.nodes, self.static_mask(pod), len(self.changed))
+        else:
+            rooms.catch_up(self.nodes, self.changed)
+        return rooms
+
     # ----------------------------------------------------------------------------- accounting
     def _moved(self, node: Node, old_idle: int) -> None:
+        self.changed.append(node.index)
         if old_idle != node.idle:
             self.buckets[max(0, old_idle)].pop(node.index, None)
             self.buckets[max(0, node.idle)][node.index] = None

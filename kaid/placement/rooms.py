@@ -1,0 +1,81 @@
+"""How many pods of one shape each node has room for now, kept up to date from the node index's log of changed
+nodes: a gang's bounds (does it fit at all, on how few nodes at best, in which topology domains) cost the nodes
+that changed since the shape was last asked about, not a pass over every node."""
+
+from __future__ import annotations
+
+from kaid.model.objects import Node, Pod
+from kaid.placement.predicates import room_for
+
+
+class Rooms:
+    """Per node, the pods of ``pod``'s shape (whole GPUs, cpu, memory, a pod slot each; shared GPUs aside) it has
+    room for now, 0 where the pod's signature may not go (``mask``); the count of nodes per room above 0
+    (``nodes_by_room``), their sum (``total``) and, per node label key asked for, the sum per label value."""
+
+    __slots__ = ("_by_label", "_seen", "mask", "nodes_by_room", "pod", "room", "total")
+
+    def __init__(self, pod: Pod, nodes: list[Node], mask: bytearray, seen: int) -> None:
+        self.pod = pod
+        self.mask = mask
+        self.room = [room_for(n, pod) if mask[i] else 0 for i, n in enumerate(nodes)]
+        self.nodes_by_room: dict[int, int] = {}
+        for r in self.room:
+            if r:
+                self.nodes_by_room[r] = self.nodes_by_room.get(r, 0) + 1
+        self.total = sum(self.room)
+        self._seen = seen  # the index's log of changed nodes is read from here on
+        self._by_label: dict[str, tuple[list[str | None], dict[str, int]]] = {}  # key -> (value per node, sums)
+
+    def catch_up(self, nodes: list[Node], changed: list[int]) -> None:
+        """Read the nodes that changed since the last call (``changed``: the index's log)."""
+        if self._seen == len(changed):
+            return
+        fresh = set(changed[self._seen:])
+        self._seen = len(changed)
+        room, mask, pod, by_room = self.room, self.mask, self.pod, self.nodes_by_room
+        for i in fresh:
+            if not mask[i]:
+                continue
+            new, old = room_for(nodes[i], pod), room[i]
+            if new == old:
+                continue
+            room[i] = new
+            self.total += new - old
+            if old:
+                left = by_room[old] - 1
+                if left:
+                    by_room[old] = left
+                else:
+                    del by_room[old]
+            if new:
+                by_room[new] = by_room.get(new, 0) + 1
+            for values, sums in self._by_label.values():
+                value = values[i]
+                if value is not None:
+                    sums[value] += new - old
+
+    def by_label(self, nodes: list[Node], key: str) -> dict[str, int]:
+        """The room summed per value of the node label ``key`` (every value some node has, nodes without it left
+        out)."""
+        known = self._by_label.get(key)
+        if known is None:
+            values = [n.labels.get(key) for n in nodes]
+            sums: dict[str, int] = {}
+            for value, r in zip(values, self.room, strict=True):
+                if value is not None:
+                    sums[value] = sums.get(value, 0) + r
+            known = self._by_label[key] = (values, sums)
+        return known[1]
+
+
+def fewest_nodes(nodes_by_room: dict[int, int], need: int) -> int | None:
+    """The fewest nodes that could hold ``need`` pods (the roomiest first), or None when all of them cannot."""
+    count = 0
+    for room in sorted(nodes_by_room, reverse=True):
+        nodes = nodes_by_room[room]
+        if room * nodes >= need:
+            return count + -(-need // room)
+        need -= room * nodes
+        count += nodes
+    return None
