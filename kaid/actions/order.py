@@ -223,23 +223,32 @@ def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, in
 def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, int, int, float, float]:
     """The rules of the queue order that look at one side at a time, as a key: where two keys differ, the
     first rule that tells the sides apart is the first element that differs. ``caps``: ``allocatable`` of the
-    side's queue per resource (fixed for the cycle)."""
-    q = side.queue
-    held, req, given, quota = q.allocated, side.request, side.given, q.quota
-    with_ = (req[0] - given[0], req[1] - given[1], req[2] - given[2])
-    over = q.fair[0] < held[0] and q.fair[1] < held[1] and q.fair[2] < held[2]
-    within = all(_le(held[r] + req[r], quota[r]) for r in range(3))
-    zero_share = any(caps[r] == 0 and held[r] + req[r] > 0 for r in range(3))
-    return (int(over), int(not within), -q.priority, int(zero_share), _dominant(held, with_, caps, total),
-            _dominant(held, ZERO, caps, total))
-
-
-def _dominant(held: list[int], extra: Vec, caps: tuple[int, int, int], total: Vec) -> float:
-    """The largest (held + extra) / allocatable over the resources (``caps``: the queue's ``allocatable``); a
+    side's queue per resource (fixed for the cycle). One pass over the resources (it runs for every queue on the
+    way at every pop): not over its fair share, within its deserved share with the request, no request for
+    what it has no share of, the dominant share with the request less the victims given and without it; a
     resource with nothing allocatable counts 1000 times what it holds."""
-    share = 0.0
-    for r in range(3):
+    q = side.queue
+    held, req, given, quota, fair = q.allocated, side.request, side.given, q.quota, q.fair
+    over = fair[0] < held[0] and fair[1] < held[1] and fair[2] < held[2]
+    within, zero_share = True, False
+    share_with = share = 0.0
+    for r in (0, 1, 2):
+        h = held[r]
+        asked = h + req[r]
+        if within and quota[r] != UNLIMITED and asked > quota[r]:
+            within = False
+        if caps[r] == 0 and asked > 0:
+            zero_share = True
         cap = total[r] if caps[r] == UNLIMITED else caps[r]
-        amount = held[r] + extra[r]
-        share = max(share, amount * NO_SHARE_MULTIPLIER if cap == 0 else amount / cap)
-    return share
+        amount = h + req[r] - given[r]
+        w: float
+        d: float
+        if cap == 0:
+            w, d = amount * NO_SHARE_MULTIPLIER, h * NO_SHARE_MULTIPLIER
+        else:
+            w, d = amount / cap, h / cap
+        if w > share_with:
+            share_with = w
+        if d > share:
+            share = d
+    return (int(over), int(not within), -q.priority, int(zero_share), share_with, share)
