@@ -52,19 +52,22 @@ def _order(pods: list[Pod]) -> list[Pod]:
 
 def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray | None) -> tuple[
         Placements | None, int]:
-    """Place pods one by one with the strategy; undo the tentative changes and return the plan."""
+    """Place pods one by one with the strategy; undo the tentative changes and return the plan. The last pod is
+    not accounted: no choice after it would see it (a single pod's plan changes nothing in the index)."""
     plan: Placements = []
     ok = True
-    for pod in pods:
+    last = len(pods) - 1
+    for k, pod in enumerate(pods):
         choice = index.best_node(pod, spread, allowed)
         if choice is None:
             ok = False
             break
         node, devs = choice
-        index.assign(node, pod, devs)
         plan.append((pod, node, devs))
+        if k < last:
+            index.assign(node, pod, devs)
     placed = len(plan)
-    for pod, node, devs in reversed(plan):
+    for pod, node, devs in reversed(plan[:last]):
         index.release(node, pod, devs, planning=True)
     return (plan if ok else None), placed
 
