@@ -4,15 +4,13 @@ their way out are gone is pipelined onto what they hold (docs/architecture.md, "
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.order import ByQueue
-from kaid.actions.scenario import held_by, request_of
+from kaid.actions.scenario import held_by
 from kaid.actions.session import Session, Vec, job_request
 from kaid.api.config import Action
-from kaid.model.objects import Job, Pod, Reason
+from kaid.model.objects import Job, Node, Pod, Reason
 from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.explain import fit_summary, fragmentation
@@ -24,14 +22,14 @@ Failures = dict[tuple[object, ...], tuple[int, list[Reason]]]
 def allocate(session: Session) -> None:
     """The allocate action: pending jobs in KAI's order, each placed whole (its gang) on free resources, or
     pipelined onto what releasing pods hold, or left with the reasons it waits (``session.reasons``)."""
-    requests = Requests(request_of(session))
-    order = ByQueue(session.snap.queues, session.total, requests.of, held_by)
+    nexts = NextBatches(session.small_ref)
+    order = ByQueue(session.snap.queues, session.total, nexts.request, held_by)
     order.push_all(j for j in session.snap.jobs.values() if _waiting(session, j))
     failed: Failures = {}
     while (job := order.pop()) is not None:
-        placed = _serve(session, job, failed)
-        requests.served(job)
-        more = placed and bool(gangs.tasks_to_allocate(job))
+        placed = _serve(session, job, nexts.batch(job), failed)
+        nexts.served(job)
+        more = placed and bool(nexts.batch(job))
         if more:
             order.push(job)  # elastic pods: one at a time, the queue re-enters the order
         elif placed:
@@ -41,24 +39,34 @@ def allocate(session: Session) -> None:
     session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
 
 
-class Requests:
-    """What each job in the order asks for next, worked out once per job and kept until the job is served: in
-    allocate only the job served changes (the order asks again for every queue it looks at anew)."""
+class NextBatches:
+    """Each job's next batch of pods (``gangs.tasks_to_allocate``) and what it asks for (for the order, gpu-memory
+    sized on ``ref``), worked out once per job and kept until the job is served: in allocate only the job served
+    changes. Nothing is evicted before allocate, so its pending pods are all that wait (the order of a victim
+    scenario counts evicted pods too)."""
 
-    __slots__ = ("_ask", "_known")
+    __slots__ = ("_batches", "_ref", "_requests")
 
-    def __init__(self, ask: Callable[[Job], Vec]) -> None:
-        self._ask = ask
-        self._known: dict[int, Vec] = {}
+    def __init__(self, ref: Node | None) -> None:
+        self._ref = ref
+        self._batches: dict[int, list[Pod]] = {}
+        self._requests: dict[int, Vec] = {}
 
-    def of(self, job: Job) -> Vec:
-        known = self._known.get(id(job))
+    def batch(self, job: Job) -> list[Pod]:
+        known = self._batches.get(id(job))
         if known is None:
-            known = self._known[id(job)] = self._ask(job)
+            known = self._batches[id(job)] = gangs.tasks_to_allocate(job)
+        return known
+
+    def request(self, job: Job) -> Vec:
+        known = self._requests.get(id(job))
+        if known is None:
+            known = self._requests[id(job)] = job_request(self.batch(job), self._ref)
         return known
 
     def served(self, job: Job) -> None:
-        self._known.pop(id(job), None)
+        self._batches.pop(id(job), None)
+        self._requests.pop(id(job), None)
 
 
 def _waiting(session: Session, job: Job) -> bool:
@@ -75,8 +83,7 @@ def _waiting(session: Session, job: Job) -> bool:
     return True
 
 
-def _serve(session: Session, job: Job, failed: Failures) -> bool:
-    batch = gangs.tasks_to_allocate(job)
+def _serve(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bool:
     if not batch:
         return False
     queue = session.snap.queues[job.queue]
