@@ -404,22 +404,22 @@ def _cheaper(session: Session, rules: Rules, att: Attempt, search: Search, found
 
 
 def _cheaper_possible(session: Session, att: Attempt, search: Search, found: Found) -> bool:
-    """Whether a set of units at a lower cost level, or with fewer GPUs, than ``found`` (the first two keys of
-    ``victims.cost``) could make room, by a bound cheaper than the solver. Adding a unit never lowers a set's
-    level or GPUs, so such a set holds only units each below ``found`` on its own (and the units of their jobs
-    that go before them); if those, with the idle and releasing GPUs, cannot make room for the job's pods node
-    by node (whole GPUs per pod), no solver runs and first-fit's set stays. The solver could still trade running
-    time at the same level and GPUs; measured, it never did (bench_victims: every set it chose had fewer GPUs),
-    and each search cost as much as the first-fit scenarios. Called with the session as it was before ``found``;
-    the solver's pods are alike (``_solver_applies``)."""
+    """Whether a set of units cheaper than ``found`` by the first three keys of ``victims.cost`` (cost level,
+    GPU-seconds of progress lost, GPUs) could make room, by a bound cheaper than the solver. Adding a unit never
+    lowers a set's level, loss or GPUs, so such a set holds only units each below ``found`` on its own (a lower
+    level, or the same level and less lost, or as much lost and fewer GPUs), and the units of their jobs that go
+    before them; if those, with the idle and releasing GPUs, cannot make room for the
+    job's pods node by node (whole GPUs per pod), no solver runs and first-fit's set stays. Called with the session
+    as it was before ``found``; the solver's pods are alike (``_solver_applies``)."""
     per_pod = att.batch[0].gpu_whole
     if not per_pod:
         return True  # cpu pods: no bound here
-    bar = search.cost(found.units)[:2]
+    level, lost, evicted, _ = search.cost(found.units)
     units = search.units
     inside: set[int] = set()
     for i, u in enumerate(units):  # in order: a unit's predecessors come before it
-        if (u.level, u.gpu) < bar and (u.prev is None or u.prev in inside):
+        below = u.level < level or (u.level == level and (u.lost, u.gpu) < (lost, evicted))
+        if below and (u.prev is None or u.prev in inside):
             inside.add(i)
     mask = session.index.static_mask(att.batch[0])
     nodes = session.snap.node_by_name

@@ -1,7 +1,7 @@
 """CP-SAT's cheapest set of victim units for a job of identical whole-GPU or cpu pods: one model over the units
 (evicted or not) and the job's pods per node, minimising the cost order of ``victims.cost`` lexicographically
-(first the highest cost level hit, then the rest by weights that keep the order). Every answer is checked
-as a scenario afterwards (``evictions``): the model is a relaxation of the action's rules."""
+(first the highest cost level hit, then GPU-seconds of progress lost and pods by weights that keep the order).
+Every answer is checked as a scenario afterwards (``evictions``): the model is a relaxation of the action's rules."""
 
 from __future__ import annotations
 
@@ -92,18 +92,19 @@ def _nodes(session: Session, rep: Pod, units: list[Unit], freed: Freed, need: in
     return kept
 
 
-def _cheapness(n: Node, rep: Pod, units: list[Unit], freed: Freed) -> tuple[int, int, str]:
-    """What making room for one pod on this node costs: the cost level and GPUs of the cheapest victims."""
+def _cheapness(n: Node, rep: Pod, units: list[Unit], freed: Freed) -> tuple[int, float, str]:
+    """What making room for one pod on this node costs: the cost level and GPU-seconds lost of the cheapest
+    victims."""
     if room_for(n, rep) > 0:
-        return (-1, 0, n.name)
-    victims = sorted(freed.per_node.get(n.index, []), key=lambda i: (units[i].level, units[i].gpu))
+        return (-1, 0.0, n.name)
+    victims = sorted(freed.per_node.get(n.index, []), key=lambda i: (units[i].level, units[i].lost))
     taken: list[Pod] = []
     for k, i in enumerate(victims):
         taken += freed.pods_at[(i, n.index)]
         if room_freed(n, rep, taken) > 0:
-            return (max(units[j].level for j in victims[: k + 1]), sum(units[j].gpu for j in victims[: k + 1]),
+            return (max(units[j].level for j in victims[: k + 1]), sum(units[j].lost for j in victims[: k + 1]),
                     n.name)
-    return (1 << 30, 0, n.name)
+    return (1 << 30, 0.0, n.name)
 
 
 def _wanted_units(units: list[Unit], nodes: list[Node], freed: Freed) -> set[int]:
@@ -224,12 +225,8 @@ class _Model:
         return True
 
     def _cost(self) -> cp_model.LinearExprT:
-        """Stage 2: fewer low levels, then GPUs, running time, pods (weights keep the order lexicographic)."""
+        """Stage 2 (the highest level fixed by stage 1): GPU-seconds of progress lost, then pods (a weight keeps the
+        order lexicographic; whole seconds, so that equal losses stay equal)."""
         units = self.search.units
-        w_run = sum(len(u.pods) for u in units) + 1
-        runtime_min = [min(10**6, int(u.runtime // 60)) for u in units]
-        w_gpu = w_run * (sum(runtime_min) + 1)
-        gpu_tenths = [u.gpu // 100 for u in units]
-        w_level = w_gpu * (sum(gpu_tenths) + 1)
-        return sum(self.e[i] * (u.level * w_level + gpu_tenths[i] * w_gpu + runtime_min[i] * w_run + len(u.pods))
-                   for i, u in enumerate(units))
+        w_lost = sum(len(u.pods) for u in units) + 1
+        return sum(self.e[i] * (min(10**12, round(u.lost)) * w_lost + len(u.pods)) for i, u in enumerate(units))

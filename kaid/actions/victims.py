@@ -3,8 +3,10 @@ the cheapest set of units that makes room for a pending job).
 
 A job's running pods leave in KAI's order (``gangs.eviction_batches``): each pod above its pod set's minimum
 on its own, then the rest of the gang together; a later unit of a job is only evicted with the ones before
-it. Cost, compared lexicographically (issue 3): the highest priority level hit (elastic pods below their
-job's core), then GPUs evicted, then running time lost, then pods. KAI's own order of victims (``order``)
+it. Cost, compared lexicographically: the highest priority level hit (elastic pods below their job's core),
+then what the evictions destroy, the GPU-seconds of progress since each victim pod started (issue 15: every
+GPU evicted is placed again, so the GPUs evicted say little; a young job costs less than an old one of the same
+size, and a gang's core costs its whole job's progress), then GPUs, then pods. KAI's own order of victims (``order``)
 finds the first set that works; CP-SAT then looks for a cheaper one, which must pass the same checks.
 """
 
@@ -18,7 +20,7 @@ from kaid.model.vocabulary import PodStatus
 from kaid.placement.index import Devices
 
 Placements = list[tuple[Pod, Node, Devices]]
-Cost = tuple[int, int, float, int]
+Cost = tuple[int, float, int, int]
 
 
 @dataclass(slots=True)
@@ -32,7 +34,8 @@ class Unit:
     gpu: int = 0  # milli-GPU
     cpu: int = 0  # millicores
     mem: int = 0  # bytes
-    runtime: float = 0.0  # seconds the pods have run, summed
+    lost: float = 0.0  # GPU-seconds of progress the pods have made (each pod's GPUs times its running time), summed
+    at: float = 0.0  # the clock ``lost`` was measured at
     level: int = 0  # cost rank: (priority, core after elastic) ascending
     prev: int | None = None  # index of the job's unit that must go before this one
 
@@ -65,8 +68,8 @@ class Search:
 
 
 def cost(units: list[Unit]) -> Cost:
-    """The victim order of issue 3: highest cost level, then GPUs, then running time lost, then pods."""
-    return (max((u.level for u in units), default=-1), sum(u.gpu for u in units), sum(u.runtime for u in units),
+    """The victim order: highest cost level, then GPU-seconds of progress lost, then GPUs, then pods."""
+    return (max((u.level for u in units), default=-1), sum(u.lost for u in units), sum(u.gpu for u in units),
             sum(len(u.pods) for u in units))
 
 
@@ -94,17 +97,22 @@ def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[li
 
 def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
     u = Unit(job, pods, elastic, queue)
-    u.gpu = sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods)
+    u.gpu = sum(_gpus(p) for p in pods)
     u.cpu = sum(p.cpu for p in pods)
     u.mem = sum(p.mem for p in pods)
-    u.runtime = sum(max(0.0, now - p.started) for p in pods)
+    u.lost = sum(_gpus(p) * max(0.0, now - p.started) for p in pods) / 1000
+    u.at = now
     return u
+
+
+def _gpus(p: Pod) -> int:
+    """Milli-GPU a victim pod holds (a gpu-memory pod's share unknown here: as one whole device's worth of none)."""
+    return p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000
 
 
 def part_of(unit: Unit, pods: list[Pod]) -> Unit:
     """Some of a unit's pods, as a unit of their own (same cost level)."""
-    part = _unit(unit.job, pods, unit.elastic, unit.queue, 0.0)
-    part.runtime = unit.runtime * len(pods) / len(unit.pods)
+    part = _unit(unit.job, pods, unit.elastic, unit.queue, unit.at)
     part.level = unit.level
     return part
 
