@@ -56,11 +56,17 @@ def retry_delay(err: ApiError | None, attempt: int, eviction: bool = False) -> f
         return base
 
 
+def bind_workers(burst: int) -> int:
+    """Threads that send binds for a client of this burst: a quarter of it, 4 to 32. The daemon's actuator and
+    bench_kube's raw bind loop both take their count from here."""
+    return min(32, max(4, burst // 4))
+
+
 @dataclass
 class ApplyResult:
     bound: list[Bind] = field(default_factory=list)
     failed: list[tuple[Bind, str]] = field(default_factory=list)
-    released: list[str] = field(default_factory=list)
+    partly_bound: list[str] = field(default_factory=list)  # jobs some of whose binds failed and some did not
     evicted: list[Eviction] = field(default_factory=list)
     evict_failed: list[tuple[Eviction, str]] = field(default_factory=list)
     pipelined: int = 0
@@ -161,20 +167,6 @@ class Actuator:
             binds = plain
         return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
 
-    def release(self, binds: list[Bind]) -> list[str]:
-        """Delete bound pods (of a gang that could not be bound whole): their controller makes them again."""
-        released: list[str] = []
-        for b in binds:
-            if not self.may_act():
-                break
-            ns, name = _split(b.pod)
-            try:
-                self.client.request("DELETE", pod_path(ns, name), {"gracePeriodSeconds": 0})
-                released.append(b.pod)
-            except ApiError as err:
-                log.warning("could not release %s: %s", b.pod, err.message)
-        return released
-
     def bind(self, binds: list[Bind], started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
         out = ApplyResult()
@@ -196,6 +188,7 @@ class Actuator:
                 # stays below its minimum is evicted whole after the stale-gang grace.
                 log.warning("%d of %d binds of %s failed (%s); its %d bound pods stay, the rest is placed again",
                             len(failed), len(items), job, failed[0][1], len(ok))
+                out.partly_bound.append(job)
             out.bound.extend(ok)
         return out
 

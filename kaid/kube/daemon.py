@@ -27,7 +27,7 @@ from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import UsageHistory, UsageParams
-from kaid.kube.actuator import Actuator, ApplyResult
+from kaid.kube.actuator import Actuator, ApplyResult, bind_workers
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.livesnap import LiveSnapshots
@@ -142,7 +142,7 @@ class Daemon:
         self.pod_memo = PodMemo()  # pods unchanged since the last cycle are copied, not read again
         # the engine's model kept up to date from the watch events (KAID_SNAPSHOT=cold: a cold build each cycle)
         self.live = LiveSnapshots(self.cache, cfg) if os.environ.get("KAID_SNAPSHOT") != "cold" else None
-        self.actuator = Actuator(client, workers=min(32, max(4, cfg.clientBurst // 4)), may_act=self.leading,
+        self.actuator = Actuator(client, workers=bind_workers(cfg.clientBurst), may_act=self.leading,
                                  node_problem=self._node_problem)
         self.shared: SharedBinder | None = None
         if cfg.gpuSharing.enabled:  # shared-GPU pods get their device, through reservation pods
@@ -362,6 +362,8 @@ class Daemon:
         for out in settled:  # shared-GPU jobs sent in earlier cycles, finished since
             applied.shared_bound.extend(out.bound)
             applied.failed.extend((b, r.message) for b, r in out.failed)
+            if out.bound and out.failed:
+                applied.partly_bound.append(out.job)
         # assumed from now on, not from the cycle's start: binds stream for as long as the rate limit makes the
         # cycle last (38 s for a 4,000-pod backlog at 100 QPS), longer than the assumption lives
         self.overlay.record(decisions, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
@@ -503,7 +505,7 @@ class Daemon:
             if p is not None and p.created:
                 m.wait.observe(max(0.0, snap.now - p.created))
         m.gangs.labels("placed").inc(sum(1 for n in d.stats.gang_nodes if n))
-        m.gangs.labels("released").inc(1 if applied.released else 0)
+        m.gangs.labels("partly_bound").inc(len(applied.partly_bound))
         for inf in self.cache.informers:
             m.lists.labels(inf.res.kind).set(inf.relists)
         if not queues:

@@ -35,7 +35,8 @@ class Metrics:
         self.depth = Gauge("kai_queue_depth", "Pending pod groups in a queue", ["queue"], registry=r)
         self.wait = Histogram("kai_pending_wait_seconds", "Time from creation to bind", registry=r,
                               buckets=(1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600))
-        self.gangs = Counter("kai_gang_outcomes_total", "Gang placement outcomes", ["outcome"], registry=r)
+        self.gangs = Counter("kai_gang_outcomes_total", "Gangs placed, and gangs some of whose binds "
+                             "failed while others did not (partly_bound)", ["outcome"], registry=r)
         self.leader = Gauge("kai_is_leader", "1 while this replica holds the lease", registry=r)
         self.lists = Gauge("kai_watch_lists", "Lists of a resource since the start (1: only the first; more: a "
                            "watch expired, 410 Gone, or could not resume)", ["resource"], registry=r)
