@@ -4,6 +4,7 @@
     python -m benchmarks.bench_kube --repeat 5 --json out.json
     python -m benchmarks.bench_kube --starts 7           # cold starts only: start to first bind
     python -m benchmarks.bench_kube --schedulers kaid --kaid-profile /tmp/kaid.prof
+    python -m benchmarks.bench_kube --no-raw             # without the raw bind loop (the ceiling)
 
 One control plane on loopback (``tests/e2e/controlplane.py``) with ``--nodes`` fake nodes of 8 GPUs, kai's
 manifests (the kaid Deployment scaled to 0: kaid runs here as a process) and ``--queues`` leaf queues with
@@ -15,8 +16,13 @@ Each run, for each scheduler in turn (the order alternates with ``--repeat``): a
 created while no scheduler runs, a wait for a quiet control plane, one watch on the pods, then the scheduler
 starts (kaid: ``kaid run --no-leader-elect`` with ``clientQPS``/``clientBurst`` = ``--qps``/``--burst``) and
 the watch times its first bind and its last. Also measured: gangs whole, GPUs per node, CPU of the scheduler
-and of kube-apiserver, kaid's cycle metrics and log lines, kube-scheduler's attempt metrics. The namespace is
-deleted before the next run. Nothing here asserts on time.
+and of kube-apiserver, kaid's cycle metrics and log lines, kube-scheduler's attempt metrics, each scheduler's peak
+RSS. The namespace is deleted before the next run.
+
+After the schedulers, on the same control plane, the raw bind loop (``--no-raw``: not): the same pods bound by a bare
+loop of ``pods/binding`` calls through kaid's own actuator and client, with kaid's identity, QPS, burst and bind
+workers (``kaid.kube.actuator.bind_workers``), no scheduling: the ceiling on this machine; reported with the ratios
+kaid/kube-scheduler and kaid/raw. Nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -41,8 +47,11 @@ from benchmarks.common import ratio as _ratio
 from benchmarks.kube_cluster import (
     GPUS_PER_NODE,
     NAMESPACE_GONE_TIMEOUT_S,
+    NODE_PREFIX,
     PODGROUP_PATH,
     PROGRESS_EVERY_S,
+    RAW,
+    RAW_SCHEDULER_NAME,
     REPO_ROOT,
     SCHEDULER_NAMES,
     SCHEDULERS,
@@ -51,6 +60,7 @@ from benchmarks.kube_cluster import (
     KaidProcess,
     Obj,
     Options,
+    RawBinder,
     Workload,
     admin_client,
     build_workload,
@@ -64,6 +74,8 @@ from benchmarks.kube_cluster import (
     podgroup_objects,
     prepare_cluster,
     proc_cpu_seconds,
+    proc_memory_mb,
+    raw_placement,
     scrape_kube_scheduler,
     wait_kaid_cycle_end,
     wait_quiet,
@@ -118,6 +130,7 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         result["scheduler_cpu_s"] = proc_cpu_seconds(sched_pid)
         result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
         _scheduler_metrics(cp, kaid, sched_pid, len(pods), t0 + opts.timeout, t0, result)
+        result["scheduler_peak_rss_mb"], result["scheduler_rss_mb"] = proc_memory_mb(sched_pid)
         result["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
         log(f"{run_id}: {scheduler}: {result['pods_bound']}/{len(pods)} bound, first after "
             f"{result['first_bind_s']} s, all after {result['all_bound_s']} s ({result['pods_per_s']} pods/s)")
@@ -135,6 +148,55 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
             if comp is not None:
                 _keep_log(opts, comp.log, f"kube-scheduler-{run_id}.log")
             cp.stop_kube_scheduler()
+        result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
+    return result
+
+
+def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Callable[[str], None]) -> Obj:
+    """The ceiling, on the same control plane: the same pods (a schedulerName nobody serves), bound by a bare loop
+    of ``pods/binding`` calls through kaid's actuator and client, with kaid's identity, QPS, burst and bind workers,
+    ``GPUS_PER_NODE`` pods per node in order; no scheduling. Timed by the same watch as the schedulers."""
+    client = admin_client(cp)
+    namespace = f"bench-kube-{run_id}-{uuid.uuid4().hex[:5]}"
+    cp.ensure_namespace(namespace)
+    cp.wait_for_default_serviceaccount(namespace)
+    pods = pod_objects(wl, RAW_SCHEDULER_NAME, namespace, False)
+    result: Obj = {"scheduler": RAW, "run": run_id, "namespace": namespace, "pods": len(pods)}
+    watcher: BindWatcher | None = None
+    raw: RawBinder | None = None
+    try:
+        nodes = sorted((n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items") or []
+                        if n["metadata"]["name"].startswith(f"{NODE_PREFIX}-")),
+                       key=lambda name: int(name.rsplit("-", 1)[1]))
+        kubeconfig = cp.serviceaccount_kubeconfig("kai-scheduler", "kai-scheduler", expiration_seconds=7200,
+                                                  create=False)
+        _create_backlog(cp, client, wl, namespace, pods, False, False, result)
+        raw = RawBinder(kubeconfig, opts.qps, opts.burst, raw_placement(pods, nodes), opts.workdir, run_id)
+        log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; control plane at rest after "
+            f"{result['quiet_wait_s']:.1f} s more; raw bind loop ready")
+        watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
+        watcher.start()
+        result["bound_before_start"] = len(watcher.bound)
+        api_pid = component_pid(cp, "kube-apiserver")
+        api_cpu0 = proc_cpu_seconds(api_pid)
+        t0 = time.monotonic()
+        raw.go()
+        _wait_all_bound(watcher, None, t0, opts.timeout, run_id, log)
+        result.update(_bind_times(watcher, t0, len(pods)))
+        result.update(_check_placement(wl, watcher))
+        result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
+        out = raw.finish(timeout=max(30.0, t0 + opts.timeout - time.monotonic()))
+        result["raw"] = out
+        result["scheduler_cpu_s"] = out.get("bind_cpu_s")
+        result["scheduler_peak_rss_mb"] = out.get("peak_rss_mb")
+        log(f"{run_id}: raw binds: {result['pods_bound']}/{len(pods)} bound, all after {result['all_bound_s']} s "
+            f"({result['pods_per_s']} pods/s, {out.get('workers')} workers, {out.get('failed')} failed)")
+    finally:
+        if watcher is not None:
+            watcher.close()
+            result["watch_errors"] = watcher.errors
+        if raw is not None and raw.process.poll() is None:
+            raw.finish(timeout=0.1)
         result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
     return result
 
@@ -323,13 +385,14 @@ def _check_placement(wl: Workload, watcher: BindWatcher) -> Obj:
 NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s", "pods_per_s", "pods_per_s_binding",
                        "pods_bound",
                        "gangs_whole", "gangs_partial", "gang_bind_spread_max_s", "max_gpus_on_a_node",
-                       "overcommitted_nodes", "scheduler_cpu_s", "apiserver_cpu_s", "delete_s")
+                       "overcommitted_nodes", "scheduler_cpu_s", "scheduler_peak_rss_mb", "apiserver_cpu_s",
+                       "delete_s")
 
 
 def summarise(runs: list[Obj]) -> Obj:
     """Per scheduler: the median of every numeric result over its runs, and kaid's cycle figures."""
     results: Obj = {}
-    for sched in SCHEDULERS:
+    for sched in (*SCHEDULERS, RAW):
         mine = [r for r in runs if r["scheduler"] == sched]
         if not mine:
             continue
@@ -345,6 +408,9 @@ def summarise(runs: list[Obj]) -> Obj:
             res["phase_ms_sum"] = {p: median([m["phases"].get(p, {}).get("sum_ms") for m in ms]) for p in phases}
             res["cycle_ms_sum"] = median([m["cycle_ms_sum"] for m in ms])
             res["binding_cycles"] = [r.get("kaid_cycles") for r in mine]
+        elif sched == RAW:
+            res["workers"] = median([(r.get("raw") or {}).get("workers") for r in mine])
+            res["binds_failed"] = median([(r.get("raw") or {}).get("failed") for r in mine])
         else:
             ks = [r["kube_scheduler"] for r in mine if r.get("kube_scheduler") and "error" not in r["kube_scheduler"]]
             res["attempts"] = median([k["attempts"] for k in ks])
@@ -355,12 +421,15 @@ def summarise(runs: list[Obj]) -> Obj:
 
 def format_report(report: Obj) -> str:
     res, wl, m = report["results"], report["workload"], report["machine"]
-    k, s = res.get("kaid", {}), res.get("kube-scheduler", {})
-    rows: list[tuple[str, Any, Any, Any]] = []
+    k, s, w = res.get("kaid", {}), res.get("kube-scheduler", {}), res.get(RAW, {})
+    rows: list[tuple[str, Any, Any, Any, Any, Any]] = []  # name, kaid, kube-scheduler, kaid/kube, raw, kaid/raw
 
-    def row(name: str, key: str, ratio: bool = True) -> None:
-        a, b = k.get(key), s.get(key)
-        rows.append((name, a, b, _ratio(a, b) if ratio else None))
+    def row(name: str, key: str, ratio: bool = True, raw: bool = True) -> None:
+        a, b, r = k.get(key), s.get(key), w.get(key) if raw else None
+        rows.append((name, a, b, _ratio(a, b) if ratio else None, r, _ratio(a, r) if ratio and raw else None))
+
+    def note(name: str, a: Any = None, b: Any = None, r: Any = None) -> None:
+        rows.append((name, a, b, None, r, None))
 
     row("pods created before the start (s)", "create_s", ratio=False)
     row("then waited for a quiet control plane (s)", "quiet_wait_s", ratio=False)
@@ -369,27 +438,31 @@ def format_report(report: Obj) -> str:
     row("pods per second (start to all bound)", "pods_per_s")
     row("pods per second (first to last bind)", "pods_per_s_binding")
     row("pods bound", "pods_bound")
-    rows.append(("every pod bound, every run", k.get("all_bound_every_run"), s.get("all_bound_every_run"), None))
-    row("gangs whole", "gangs_whole", ratio=False)
-    row("gangs partly bound at the end", "gangs_partial", ratio=False)
-    row("gang bind spread, max (s)", "gang_bind_spread_max_s")
+    note("every pod bound, every run", k.get("all_bound_every_run"), s.get("all_bound_every_run"),
+         w.get("all_bound_every_run"))
+    row("gangs whole", "gangs_whole", ratio=False, raw=False)
+    row("gangs partly bound at the end", "gangs_partial", ratio=False, raw=False)
+    row("gang bind spread, max (s)", "gang_bind_spread_max_s", raw=False)
     row("max GPUs on one node", "max_gpus_on_a_node", ratio=False)
-    row("scheduler CPU time (s)", "scheduler_cpu_s")
+    row("CPU time of the scheduler (raw: of its binds) (s)", "scheduler_cpu_s")
+    row("peak RSS of the scheduler (MB)", "scheduler_peak_rss_mb")
     row("kube-apiserver CPU time in the run (s)", "apiserver_cpu_s")
+    if w:
+        note("raw: bind workers, binds failed", r=f"{fmt(w.get('workers'))}, {fmt(w.get('binds_failed'))}")
     if k:
-        rows.append(("kaid cycles (until the binding one ended)", k.get("cycles"), None, None))
-        rows.append(("  cycle, mean (ms)", k.get("cycle_ms_mean"), None, None))
-        rows.append(("  cycle, total (ms)", k.get("cycle_ms_sum"), None, None))
+        note("kaid cycles (until the binding one ended)", k.get("cycles"))
+        note("  cycle, mean (ms)", k.get("cycle_ms_mean"))
+        note("  cycle, total (ms)", k.get("cycle_ms_sum"))
         total = k.get("cycle_ms_sum") or 0.0
         phase_sum = 0.0
         for phase, ms in (k.get("phase_ms_sum") or {}).items():
             phase_sum += ms or 0.0
-            rows.append((f"  phase {phase}, total (ms)", ms, None, None))
+            note(f"  phase {phase}, total (ms)", ms)
         if total:
-            rows.append(("  outside the phases, total (ms)", round(total - phase_sum, 1), None, None))
+            note("  outside the phases, total (ms)", round(total - phase_sum, 1))
     if s:
-        rows.append(("kube-scheduler attempts", None, s.get("attempts"), None))
-        rows.append(("  attempt, mean (ms)", None, s.get("attempt_ms_mean"), None))
+        note("kube-scheduler attempts", b=s.get("attempts"))
+        note("  attempt, mean (ms)", b=s.get("attempt_ms_mean"))
     width = max(len(r[0]) for r in rows)
     a = report["args"]
     lines = [
@@ -403,14 +476,19 @@ def format_report(report: Obj) -> str:
         f"machine: {m['cpus']} CPUs, load average (1, 5, 15 min) {m['loadavg_before']} before, {m['loadavg']} after, "
         f"Python {m['python']}, engine at commit {m['commit']}"
         f"{' with uncommitted changes in kaid/' if m['kaid_uncommitted_changes'] else ''}",
+        "raw: the same pods bound by a bare loop of pods/binding calls (kaid's actuator, client, QPS, burst and bind "
+        "workers; no scheduling), after the schedulers on the same control plane: the ceiling" if w else
+        "raw: not measured (--no-raw)",
         "",
-        f"{'metric':<{width}}  {'kaid':>10}  {'kube-sched':>10}  {'kaid/kube':>10}",
-        f"{'-' * width}  {'-' * 10}  {'-' * 10}  {'-' * 10}",
+        f"{'metric':<{width}}  {'kaid':>10}  {'kube-sched':>10}  {'kaid/kube':>10}  {'raw':>10}  {'kaid/raw':>10}",
+        f"{'-' * width}  {'-' * 10}  {'-' * 10}  {'-' * 10}  {'-' * 10}  {'-' * 10}",
     ]
-    lines += [f"{name:<{width}}  {fmt(x):>10}  {fmt(y):>10}  {fmt(r):>10}" for name, x, y, r in rows]
-    ratio = report["ratios"].get("pods_per_s")
-    lines += ["", f"pods/s ratio kaid/kube-scheduler: {fmt(ratio)} (target >= 1.0)"
-              if ratio is not None else "pods/s ratio kaid/kube-scheduler: -"]
+    lines += [f"{name:<{width}}  {fmt(x):>10}  {fmt(y):>10}  {fmt(r):>10}  {fmt(z):>10}  {fmt(q):>10}"
+              for name, x, y, r, z, q in rows]
+    ratios = report["ratios"]
+    lines += ["", f"pods/s kaid/kube-scheduler: {fmt(ratios.get('pods_per_s'))} (target >= 2); "
+                  f"kaid/raw: {fmt(ratios.get('kaid_raw_pods_per_s'))} (target >= 0.8); "
+                  f"raw/kube-scheduler (the ceiling's own ratio): {fmt(ratios.get('raw_kube_pods_per_s'))}"]
     for r in report["runs"]:
         if r["scheduler"] == "kaid" and r.get("kaid_cycles"):
             shown = ", ".join(f"#{x['cycle']}: {x['bound']} bound in {x['ms']} ms" for x in r["kaid_cycles"][:8])
@@ -445,8 +523,9 @@ def _begin(cp: ControlPlane, wl: Workload, schedulers: Sequence[str], log: Calla
 
 
 def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1,
-                  schedulers: Sequence[str] = SCHEDULERS, args: Obj | None = None) -> Obj:
-    """``prepare_cluster`` then ``repeat`` runs of each scheduler (alternating which goes first)."""
+                  schedulers: Sequence[str] = SCHEDULERS, args: Obj | None = None, raw: bool = True) -> Obj:
+    """``prepare_cluster`` then ``repeat`` runs of each scheduler (alternating which goes first), each repeat
+    followed by the raw bind loop (``raw``)."""
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
     if opts.kaid_profile and repeat > 1:
@@ -459,10 +538,16 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
         for sched in order:
             runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log))
+        if raw:
+            runs.append(run_raw(cp, wl, opts, f"raw{r}", log))
     results = summarise(runs)
-    k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
+    k, s, w = results.get("kaid", {}), results.get("kube-scheduler", {}), results.get(RAW, {})
     ratios = {key: _ratio(k.get(key), s.get(key)) for key in ("pods_per_s", "pods_per_s_binding", "all_bound_s",
-                                                              "first_bind_s", "scheduler_cpu_s", "apiserver_cpu_s")}
+                                                              "first_bind_s", "scheduler_cpu_s", "apiserver_cpu_s",
+                                                              "scheduler_peak_rss_mb")}
+    for key in ("pods_per_s", "pods_per_s_binding", "scheduler_cpu_s", "apiserver_cpu_s"):
+        ratios[f"kaid_raw_{key}"] = _ratio(k.get(key), w.get(key))
+    ratios["raw_kube_pods_per_s"] = _ratio(w.get("pods_per_s"), s.get("pods_per_s"))
     return {
         "benchmark": "bench_kube",
         "args": args or {},
@@ -518,6 +603,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--schedulers", default="kaid,kube-scheduler",
                    help="comma-separated subset of kaid,kube-scheduler (default both)")
     p.add_argument("--repeat", type=int, default=1, help="runs per scheduler (default 1)")
+    p.add_argument("--no-raw", action="store_true",
+                   help="skip the raw bind loop (the ceiling: kaid's actuator binding the same pods, no scheduling)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run to wait for every bind (default 900)")
     p.add_argument("--kaid-log-level", default="info", help="kaid's --log-level (default info)")
@@ -562,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arg_record = {"nodes": args.nodes, "pods": args.pods, "gangs": args.gangs, "gang_min": args.gang_min,
                   "gang_max": args.gang_max, "queues": args.queues, "qps": args.qps, "burst": burst,
                   "cycle_period": args.cycle_period, "podgroups": args.podgroups, "schedulers": schedulers,
-                  "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile}
+                  "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile, "raw": not args.no_raw}
     cp = ControlPlane(bindir=ensure_binaries())
     try:
         cp.start()
@@ -571,7 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_starts(cp, wl, opts, args.starts, schedulers,
                                 {**arg_record, "starts": args.starts, "startup_off": off}, off)
         else:
-            report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record)
+            report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record, raw=not args.no_raw)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
         return 2

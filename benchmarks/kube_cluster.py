@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import http.client
+import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import ssl
@@ -30,6 +32,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from kaid.api import constants as c
+from kaid.cycle import Bind
+from kaid.kube.actuator import Actuator, bind_workers
 from kaid.kube.client import ApiError, KubeClient
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
 
@@ -38,6 +42,8 @@ Obj = dict[str, Any]
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 SCHEDULERS: Final[tuple[str, str]] = ("kaid", "kube-scheduler")
 SCHEDULER_NAMES: Final[dict[str, str]] = {"kaid": c.DEFAULT_SCHEDULER_NAME, "kube-scheduler": "default-scheduler"}
+RAW: Final = "raw"  # the bare bind loop: no scheduler, the ceiling
+RAW_SCHEDULER_NAME: Final = "bench-raw-binds"  # a schedulerName nobody serves: the raw loop's pods wait for it
 GPUS_PER_NODE: Final = 8
 NODE_PREFIX: Final = "bench-gpu"
 PARENT_QUEUE: Final = "bench-kube"
@@ -312,6 +318,23 @@ def proc_cpu_seconds(pid: int | None) -> float | None:
         return None
 
 
+def proc_memory_mb(pid: int | None) -> tuple[float | None, float | None]:
+    """(peak RSS, RSS) of a live process in MB (10^6 bytes), from /proc (VmHWM, VmRSS); None where unknown."""
+    if pid is None:
+        return None, None
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":" in line)
+    except OSError:
+        return None, None
+
+    def mb(key: str) -> float | None:
+        parts = fields.get(key, "").split()
+        return round(int(parts[0]) * 1024 / 1e6, 1) if parts else None
+
+    return mb("VmHWM"), mb("VmRSS")
+
+
 def component_pid(cp: ControlPlane, name: str) -> int | None:
     comp = cp.components.get(name)
     return comp.process.pid if comp is not None else None
@@ -522,3 +545,90 @@ def wait_kaid_cycle_end(kaid: KaidProcess, total: int, timeout: float) -> str:
         if time.monotonic() > deadline or not kaid.running():
             return text
         time.sleep(0.5)
+
+
+# ============================================================================================ raw binds
+def raw_placement(pods: Sequence[Obj], nodes: Sequence[str]) -> list[tuple[str, str]]:
+    """(namespace/pod, node) for each pod, ``GPUS_PER_NODE`` one-GPU pods per node in order: no scheduling."""
+    if len(pods) > len(nodes) * GPUS_PER_NODE:
+        raise ValueError(f"{len(pods)} pods do not fit {len(nodes)} nodes of {GPUS_PER_NODE} GPUs")
+    return [(f"{p['metadata']['namespace']}/{p['metadata']['name']}", nodes[i // GPUS_PER_NODE])
+            for i, p in enumerate(pods)]
+
+
+class RawBinder:
+    """kaid's own actuator and client, in a child process (its CPU and memory its own), with kaid's QPS, burst and
+    bind workers (``bind_workers``), sending a bare ``pods/binding`` for each pod: no watch, no cycle, no PodGroups.
+    The child loads everything, says ``ready`` and waits for ``go`` on its stdin, then binds and writes its result
+    (JSON) to ``result``."""
+
+    def __init__(self, kubeconfig: Path, qps: float, burst: int, placement: list[tuple[str, str]],
+                 workdir: Path, run_id: str) -> None:
+        spec = workdir / f"raw-{run_id}.json"
+        self.result = workdir / f"raw-{run_id}-result.json"
+        self.log = workdir / f"raw-{run_id}.log"
+        spec.write_text(json.dumps({"kubeconfig": str(kubeconfig), "qps": qps, "burst": burst,
+                                    "placement": placement, "result": str(self.result)}))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
+        with self.log.open("wb") as err:
+            self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.kube_cluster", str(spec)],
+                                            stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=err, cwd=REPO_ROOT, env=env,
+                                            start_new_session=True, preexec_fn=_die_with_parent)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line.strip() != b"ready":
+            self.process.kill()
+            raise ControlPlaneError(f"the raw bind loop did not start: {line!r}; {self.log.read_text()[-2000:]}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def go(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"go\n")
+        self.process.stdin.flush()
+
+    def finish(self, timeout: float) -> Obj:
+        """Its result once it has exited (killed after ``timeout``)."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        try:
+            out: Obj = json.loads(self.result.read_text())
+            return out
+        except (OSError, ValueError):
+            return {"error": f"exit {self.process.returncode}: {self.log.read_text(errors='replace')[-2000:]}"}
+
+
+def raw_bind_main(spec_path: str) -> None:
+    """The child side of ``RawBinder``."""
+    spec = json.loads(Path(spec_path).read_text())
+    qps, burst = float(spec["qps"]), int(spec["burst"])
+    client = KubeClient.from_config(spec["kubeconfig"], qps=qps, burst=burst)
+    workers = bind_workers(burst)
+    actuator = Actuator(client, workers=workers)
+    binds = [Bind(pod, node, pod, "", (), None, 1000) for pod, node in spec["placement"]]
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+    cpu0 = time.process_time()
+    began = time.monotonic()
+    try:
+        applied = actuator.bind(binds)
+    finally:
+        actuator.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    Path(spec["result"]).write_text(json.dumps({
+        "workers": workers, "sent": len(binds), "bound": len(applied.bound), "failed": len(applied.failed),
+        "first_failure": applied.failed[0][1] if applied.failed else None,
+        "send_s": round(time.monotonic() - began, 3), "bind_cpu_s": round(time.process_time() - cpu0, 3),
+        "peak_rss_mb": round(usage.ru_maxrss * 1024 / 1e6, 1)}))
+
+
+if __name__ == "__main__":  # RawBinder's child: python -m benchmarks.kube_cluster SPEC.json
+    raw_bind_main(sys.argv[1])

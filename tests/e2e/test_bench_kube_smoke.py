@@ -1,5 +1,5 @@
-"""Smoke test of benchmarks/bench_kube.py on a tiny cluster: both schedulers run against a real control plane,
-every pod gets bound, kaid keeps its gangs whole, and the report is complete.
+"""Smoke test of benchmarks/bench_kube.py on a tiny cluster: both schedulers and the raw bind loop run against a real
+control plane, every pod gets bound, kaid keeps its gangs whole, and the report is complete.
 
 The benchmark starts (and stops) its own control plane rather than sharing the session's ``control_plane``
 fixture: it installs kai's manifests, scales the kaid Deployment to 0, adds GPU nodes and starts
@@ -58,6 +58,7 @@ RESULT_KEYS = {
     "max_gpus_on_a_node",
     "overcommitted_nodes",
     "scheduler_cpu_s",
+    "scheduler_peak_rss_mb",
     "apiserver_cpu_s",
     "runs",
     "all_bound_every_run",
@@ -72,13 +73,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return data
 
 
-def test_report_has_both_schedulers(report: dict[str, Any]) -> None:
+def test_report_has_both_schedulers_and_the_raw_loop(report: dict[str, Any]) -> None:
     assert {"benchmark", "args", "machine", "workload", "results", "ratios", "runs"} <= set(report)
-    assert set(report["results"]) == {"kaid", "kube-scheduler"}
-    for sched in ("kaid", "kube-scheduler"):
+    assert set(report["results"]) == {"kaid", "kube-scheduler", "raw"}
+    for sched in ("kaid", "kube-scheduler", "raw"):
         assert set(report["results"][sched]) >= RESULT_KEYS, RESULT_KEYS - set(report["results"][sched])
-    assert [r["scheduler"] for r in report["runs"]] == ["kaid", "kube-scheduler"]
-    assert "pods_per_s" in report["ratios"]
+        assert report["results"][sched]["scheduler_peak_rss_mb"] > 0, sched
+    assert [r["scheduler"] for r in report["runs"]] == ["kaid", "kube-scheduler", "raw"]
+    assert report["ratios"]["pods_per_s"] > 0 and report["ratios"]["kaid_raw_pods_per_s"] > 0
+    assert report["ratios"]["raw_kube_pods_per_s"] > 0
     assert len(report["machine"]["loadavg_before"]) == 3
     assert len(report["machine"]["loadavg"]) == 3
     wl = report["workload"]
@@ -94,6 +97,13 @@ def test_every_pod_bound_by_both(report: dict[str, Any]) -> None:
         assert run["overcommitted_nodes"] == 0
         assert run["max_gpus_on_a_node"] <= 8
         assert run["gangs_whole"] == 2 and run["gangs_partial"] == 0
+
+
+def test_the_raw_loop_binds_with_kaids_concurrency(report: dict[str, Any]) -> None:
+    """The raw loop's workers come from the same rule as kaid's actuator's (``bind_workers``: QPS 50, burst 100)."""
+    (raw,) = [r for r in report["runs"] if r["scheduler"] == "raw"]
+    assert raw["raw"]["workers"] == 25 and raw["raw"]["sent"] == 40
+    assert raw["raw"]["bound"] == 40 and raw["raw"]["failed"] == 0
 
 
 def test_kaid_metrics_and_podgroups(report: dict[str, Any]) -> None:
