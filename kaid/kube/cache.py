@@ -10,6 +10,7 @@ the one binds use, so absent resources must not be polled one by one."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,10 +19,14 @@ from typing import Any, Protocol
 
 from kaid.api.meta import store_key
 from kaid.kube.client import ApiError, KubeClient
+from kaid.kube.strip import slim_pod
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.cache")
 DISCOVERY_PERIOD = 30.0
+# pods are kept without the fields nothing in kaid reads (``kaid.kube.strip.slim_pod``); KAID_SLIM_PODS=off keeps
+# them whole (to measure what it saves)
+SLIM_PODS = os.environ.get("KAID_SLIM_PODS") != "off"
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Informer:
         self.listeners: list[Callable[[Obj], None]] = []  # see each object a watch event adds or changes
         self.subscribers: list[Subscriber] = []  # see every event and every list (``WatchCache.subscribe``)
         self.has_list = False  # the items are a whole list (the first has come)
+        self.slim: Callable[[Obj], Obj] | None = slim_pod if res.kind == "Pod" and SLIM_PODS else None
         self.thread = threading.Thread(target=self._run, name=f"watch-{res.kind}", daemon=True)
 
     def start(self) -> None:
@@ -104,8 +110,12 @@ class Informer:
         first = self.relists == 0
         self.arrived = []
 
+        slim = self.slim
+
         def add(obj: Obj) -> None:
             obj.setdefault("kind", kind)
+            if slim is not None:
+                slim(obj)
             items[store_key(obj)] = obj
             if first:
                 self.arrived.append(obj)
@@ -194,6 +204,8 @@ class Informer:
         if kind == "BOOKMARK":
             return
         obj.setdefault("kind", self.res.kind)
+        if self.slim is not None:
+            self.slim(obj)
         key = store_key(obj)
         with self.lock:
             if kind == "DELETED":

@@ -240,8 +240,11 @@ class StartingCache(WatchCache):
             log.info("listing the pods on nodes failed (%s): the first cycle waits for the whole pod list", err)
             self.release_pods()
             return
+        slim = self.pods.slim
         for pod in pods:
             pod.setdefault("kind", "Pod")
+            if slim is not None:
+                slim(pod)
         self.on_nodes = pods
         log.debug("listed the %d pods on nodes", len(pods))
 
