@@ -606,12 +606,37 @@ def _apply(model: LiveModel, events: list[Obj]) -> None:
             model.upsert(ev)
 
 
+@contextmanager
+def kaid_gc() -> Iterator[None]:
+    """The garbage collector as ``kaid run`` sets it once it has listed the cluster (``kaid.kube.startup.settle_gc``):
+    what is held so far (here the workload's objects, as the watch cache holds them) frozen out of the collector's
+    sight, young collections every ``GC_THRESHOLDS[0]`` allocations; as it was afterwards."""
+    from kaid.kube.startup import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    frozen = gc.get_freeze_count()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        if not frozen:  # (unfreeze thaws every frozen object: leave them be when others froze some before)
+            gc.unfreeze()
+
+
 def steady_state(wl: Workload, solver: str = "cpsat", seed: int = 0) -> dict[str, Any]:
-    """The daemon's incremental model (``kaid.model.live``) over the workload: a cold cycle (every object upserted,
-    the snapshot, every action), its decisions applied as watch events and read in (untimed: a backlog being bound
-    is no steady state), then ``STEADY_CHANGED`` of the pods changed and one more cycle timed: the events applied and
-    the snapshot taken, then every action. CPU time of this process. The cold ``build_snapshot`` of the same
-    objects is timed beside it."""
+    """The daemon's incremental model (``kaid.model.live``) over the workload, under kaid's garbage collector settings
+    (``kaid_gc``): a cold cycle (every object upserted, the snapshot, every action), its decisions applied as watch
+    events and read in (untimed: a backlog being bound is no steady state), then ``STEADY_CHANGED`` of the pods
+    changed and one more cycle timed: the events applied and the snapshot taken, then every action. CPU time of this
+    process. The cold ``build_snapshot`` of the same objects is timed beside it."""
+    with kaid_gc():
+        return _steady_state(wl, solver, seed)
+
+
+def _steady_state(wl: Workload, solver: str, seed: int) -> dict[str, Any]:
     cfg = config_for(solver)
     now = EPOCH + 3600.0
     rng = random.Random(f"bench-allocate/steady/{seed}")
@@ -686,14 +711,20 @@ def _quiet(model: LiveModel, cfg: SchedulerConfig, last: Decisions, now: float) 
     return out
 
 
-def steady_only(nodes: int, pods: int, queues: int, seed: int, scale: int) -> list[str]:
-    """The steady-state rows alone, at both sizes (``--steady-only``)."""
+def steady_only(nodes: int, pods: int, queues: int, seed: int, scale: int) -> dict[str, Any]:
+    """The steady-state report alone, at both sizes (``--steady-only``; ``_steady_lines`` prints it)."""
+    load_before = machine_info()["loadavg"]
+    from ortools.sat.python import cp_model  # noqa: F401  (kaid loads it before its first cycle)
+
     sizes = [(nodes, pods, queues)] + ([(nodes * scale, pods * scale, queues * scale)] if scale > 1 else [])
     parts = []
     for n, p, q in sizes:
         wl = build_workload(n, p, q, seed)
         parts.append({"workload": wl.summary, "steady": steady_state(wl, seed=seed)})
-    return _steady_lines({**parts[0], "larger": parts[1] if len(parts) > 1 else None})
+    return {"benchmark": "bench_allocate", "steady_only": True,
+            "args": {"nodes": nodes, "pods": pods, "queues": queues, "seed": seed, "scale": scale},
+            **parts[0], "larger": parts[1] if len(parts) > 1 else None,
+            "machine": {**machine_info(), "loadavg_before": load_before}}
 
 
 def _steady_lines(report: dict[str, Any]) -> list[str]:
@@ -706,7 +737,8 @@ def _steady_lines(report: dict[str, Any]) -> list[str]:
         acts = ", ".join(f"{a} {v:.2f}" for a, v in st["steady_actions_cpu_s"].items())
         wl = part["workload"]  # type: ignore[index]
         lines.append(
-            f"steady state at {wl['nodes']} nodes ({st['solver']}, CPU time): {st['pods_changed']} of {st['pods']} "
+            f"steady state at {wl['nodes']} nodes ({st['solver']}, CPU time, kaid's gc settings): "
+            f"{st['pods_changed']} of {st['pods']} "
             f"pods changed ({st['pods_finished']} finished, {st['pods_new']} new, {st['pods_relabelled']} relabelled) "
             f"and "
             f"{st['nodes_relabelled']} nodes relabelled -> events + snapshot {st['steady_snapshot_cpu_s']:.3f} s "
@@ -866,7 +898,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(profile_cycle(wl, args.profile, args.profile_top, args.profile_out))
             return 0
         if args.steady_only:
-            print("\n".join(steady_only(args.nodes, args.pods, args.queues, args.seed, args.scale)))
+            steady = steady_only(args.nodes, args.pods, args.queues, args.seed, args.scale)
+            print("\n".join(_steady_lines(steady)))
+            write_report("bench_allocate", steady, args)
             return 0
         report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet,
                                scale=args.scale, rss=not args.no_rss, steady=not args.no_steady)

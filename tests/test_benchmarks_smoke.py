@@ -107,3 +107,20 @@ def test_profile_mode(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "by cumulative" in out
     assert "by tottime" in out
+
+
+def test_steady_only_writes_its_report_and_restores_the_gc(tmp_path: Any) -> None:
+    """``--steady-only`` (kaid's incremental snapshot, under kaid's gc settings) writes a JSON report like the rest, so
+    ``--record`` keeps its history; the collector is as it was afterwards."""
+    import gc
+
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    out = tmp_path / "steady.json"
+    assert bench.main([*TINY, "--steady-only", "--json", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["steady_only"] is True and data["args"]["scale"] == 2
+    for part in (data, data["larger"]):
+        assert {"steady_snapshot_cpu_s", "cold_build_snapshot_cpu_s", "steady_total_cpu_s"} <= set(part["steady"])
+    assert "commit" in data["machine"]
+    assert gc.get_threshold() == thresholds
+    assert frozen or gc.get_freeze_count() == 0
