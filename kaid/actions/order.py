@@ -104,6 +104,7 @@ class ByQueue:
     _roots: list[Queue] = field(default_factory=list)
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
     _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
+    _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -151,19 +152,22 @@ class ByQueue:
         """The entry of the queue served first among ``queues`` (the first of equals), ignoring those with no
         job below them."""
         best: _Entry | None = None
+        best_key: tuple[int, int, int, int, float, float] | None = None
         entries, dirty, victims = self._entries, self._dirty, self.victims
         for q in queues:
-            e = entries.get(q.name)  # ``_entry``'s check inline: most siblings on the way are unchanged
-            if e is None or e.version != q.version or q.name in dirty:
+            name = q.name
+            e = entries.get(name)  # ``_entry``'s check inline: most siblings on the way are unchanged
+            if e is None or e.version != q.version or name in dirty:
                 e = self._entry(q)
-            if e.leaf is None:
+            key = e.key
+            if key is None:  # no job below it
                 continue
-            if best is None:
-                best = e
-            elif e.key != best.key:  # ``_compare`` where the keys differ, inline
-                if (e.key < best.key) != victims:  # type: ignore[operator]
-                    best = e
-            elif self._compare(e, best) < 0:
+            if best_key is None:
+                best, best_key = e, key
+            elif key != best_key:  # ``_compare`` where the keys differ, inline
+                if (key < best_key) != victims:
+                    best, best_key = e, key
+            elif self._compare(e, best) < 0:  # type: ignore[arg-type]
                 best = e
         return best
 
@@ -204,7 +208,10 @@ class ByQueue:
             result = -1 if left.key < right.key else 1
         else:
             lq, rq = left.side.queue, right.side.queue
-            result = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
+            pair = (lq.name, rq.name)
+            result = self._ties.get(pair, 0)
+            if not result:  # the same for the whole cycle: worked out once per pair
+                result = self._ties[pair] = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
         return -result if self.victims else result
 
 
