@@ -129,15 +129,19 @@ class NodeIndex:
 
     # ----------------------------------------------------------------------------- accounting
     def _moved(self, node: Node, old_idle: int) -> None:
-        self.changed.append(node.index)
+        i = node.index
+        self.changed.append(i)
         if old_idle != node.idle:
-            self.buckets[max(0, old_idle)].pop(node.index, None)
-            self.buckets[max(0, node.idle)][node.index] = None
-        if any(0 < u < 1000 for u in node.dev_used):
-            self.shared[node.index] = None
-        else:
-            self.shared.pop(node.index, None)
-        self.partial.update(node)
+            self.buckets[max(0, old_idle)].pop(i, None)
+            self.buckets[max(0, node.idle)][i] = None
+        for u in node.dev_used:
+            if 0 < u < 1000:
+                self.shared[i] = None
+                self.partial.update(node)
+                return
+        if i in self.shared:  # its last partly used device is full or idle now (``partial`` files the same nodes)
+            del self.shared[i]
+            self.partial.update(node)
 
     def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
         """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
