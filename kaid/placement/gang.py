@@ -233,9 +233,8 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
             return plan
         if room is not None and bound == 1:
             # one node holds the whole gang: the tightest such node is optimal, no search needed
-            caps = node_caps(pods[0], index, region)
-            best = min((c for c in caps if c[1] >= len(pods)), key=lambda c: (c[0].idle, c[0].name))
-            single = realise([(p, best[0]) for p in pods], index)
+            tightest = _tightest(pods[0], len(pods), index, region)
+            single = realise([(p, tightest) for p in pods], index)
             if single is not None:
                 result.method = "single-node"
                 return single
@@ -258,6 +257,26 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
         return plan
     result.method = "cpsat"
     return out
+
+
+def _tightest(pod: Pod, need: int, index: NodeIndex, region: bytearray | None) -> Node:
+    """The node with the fewest idle GPUs, then the first by name, that has room for ``need`` pods of ``pod``'s
+    shape (one exists): whole-GPU pods look only at the nodes with at least ``need`` times their GPUs idle, fewest
+    first, straight from the index's buckets."""
+    if not pod.gpu_whole:
+        caps = node_caps(pod, index, region)
+        return min((c for c in caps if c[1] >= need), key=lambda c: (c[0].idle, c[0].name))[0]
+    mask, nodes = index.static_mask(pod), index.nodes
+    for k in range(pod.gpu_whole * need, index.max_gpus + 1):
+        best: Node | None = None
+        for i in index.buckets[k]:
+            n = nodes[i]
+            if mask[i] and (region is None or region[i]) and (best is None or n.name < best.name) and \
+                    room_for(n, pod) >= need:
+                best = n
+        if best is not None:
+            return best
+    raise AssertionError(f"no node has room for {need} pods the bound said one node holds")
 
 
 def realise(sol: list[tuple[Pod, Node]], index: NodeIndex) -> Placements | None:
