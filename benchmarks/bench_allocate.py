@@ -685,21 +685,29 @@ def _steady_state(wl: Workload, solver: str, seed: int) -> dict[str, Any]:
     }
 
 
+QUIET_SETTLE: Final = 6  # cycles run after the steady one, at most, until one decides nothing
+
+
 def _quiet(model: LiveModel, cfg: SchedulerConfig, last: Decisions, now: float) -> dict[str, Any]:
     """The daemon's most common cycle on a full cluster: nothing changed since the last one (it runs every
-    ``cyclePeriodSeconds`` all the same). The steady cycle's decisions and one more cycle's are applied, then a cycle
-    with the last one's memory of vain victim searches (``kaid.actions.memory``) and one without it, on the same
-    objects, CPU time of each (snapshot included)."""
-    _apply(model, _outcome_events(model, last, now))
-    model.refresh()
-    prior = run_cycle(model.snapshot(now + 60.0), cfg, memory=last.memory)
-    _apply(model, _outcome_events(model, prior, now + 60.0))
-    model.refresh()
-    out: dict[str, Any] = {}
+    ``cyclePeriodSeconds`` all the same). The steady cycle's decisions are applied, and those of the cycles after it
+    until one decides nothing (at most ``QUIET_SETTLE``), then a cycle with the last one's memory of vain victim
+    searches (``kaid.actions.memory``) and one without it, on the same objects, CPU time of each (snapshot
+    included)."""
+    prior = last
+    settle = 0
+    while settle < QUIET_SETTLE and (settle == 0 or prior.binds or prior.evictions or prior.pipelined):
+        _apply(model, _outcome_events(model, prior, now))
+        model.refresh()
+        now += 60.0
+        prior = run_cycle(model.snapshot(now), cfg, memory=prior.memory)
+        settle += 1
+    out: dict[str, Any] = {"quiet_settle_cycles": settle,
+                           "quiet_settled": not (prior.binds or prior.evictions or prior.pipelined)}
     for name, memory in (("quiet_memory", prior.memory), ("quiet_no_memory", None)):
         gc.collect()
         c0 = time.process_time()
-        snap = model.snapshot(now + 120.0)
+        snap = model.snapshot(now + 60.0)
         c1 = time.process_time()
         cpu: dict[str, float] = {}
         with timed_actions({}, cpu):
@@ -750,8 +758,10 @@ def _steady_lines(report: dict[str, Any]) -> list[str]:
         if "quiet_memory" in st:
             qm, qn = st["quiet_memory"], st["quiet_no_memory"]
             lines.append(
-                f"quiet cycle at {wl['nodes']} nodes (nothing changed since the last, CPU time): with the memory of "
-                f"vain victim searches {qm['snapshot_cpu_s'] + qm['cycle_cpu_s']:.3f} s (snapshot "
+                f"quiet cycle at {wl['nodes']} nodes (nothing changed since the last, CPU time; "
+                f"{st['quiet_settle_cycles']} cycles after the steady one until "
+                f"{'one decided nothing' if st['quiet_settled'] else 'the cap, the last still deciding'}): "
+                f"with the memory of vain victim searches {qm['snapshot_cpu_s'] + qm['cycle_cpu_s']:.3f} s (snapshot "
                 f"{qm['snapshot_cpu_s']:.3f} s, cycle {qm['cycle_cpu_s']:.3f} s: "
                 + ", ".join(f"{a} {v:.2f}" for a, v in qm["actions_cpu_s"].items())
                 + f"; {qm['searches_skipped']} vain searches remembered), without it "
