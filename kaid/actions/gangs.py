@@ -170,6 +170,8 @@ def _from_set(s: GangSet, waiting: Collection[str]) -> list[Pod]:
 
 def gang_possible(job: Job) -> bool:
     """Enough pods exist for every pod set to reach its minimum (else the job waits for the rest)."""
+    if not job.subgroups:  # one pod set: the job's pods against its minMember, without building the tree
+        return len(job.pods) >= job.min_member
     return all(len(ps.pods) >= ps.min_available for ps in gang_of(job).all_pod_sets())
 
 
