@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kaid.actions import allocate as allocate_action
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
@@ -230,3 +233,33 @@ def test_bad_objects_do_not_stop_others() -> None:
     codes = {k: v[0].code for k, v in d.pending.items()}
     assert codes == {"default/pg-pod-bad": "InvalidSpec", "default/pg-pod-lost": "UnknownQueue",
                      "default/pg-pod-o": "InvalidQueue", "default/missing": "MissingPodGroup"}
+
+
+@pytest.mark.parametrize("cpu_job", [False, True])
+def test_no_gpu_left_the_rest_fail_as_in_their_turn(monkeypatch: pytest.MonkeyPatch, cpu_job: bool) -> None:
+    """Once no GPU is idle, the jobs still waiting that need one are served without the order: their reasons are
+    the ones they get in their turn (the short cut off); with a job without GPUs waiting, the order goes on."""
+    objs: list[Obj] = [node("a", gpus=2), node("b", gpus=1, cpu="4"), queue("q1"), queue("q2"),
+                       pod("shared", queue="q2", node_name="b", annotations={"gpu-fraction": "0.5"}, gpus=0),
+                       *gang("g1", "q1", 2), pod("one", gpus=1, queue="q2", created="2026-01-01T00:00:01Z")]
+    objs += [pod(f"late{i}", gpus=1, queue=f"q{1 + i % 2}", created=f"2026-01-01T00:01:{i:02d}Z") for i in range(6)]
+    objs += [*gang("big", "q1", 3, created="2026-01-01T00:02:00Z"),
+             pod("quarter", queue="q2", annotations={"gpu-fraction": "0.75"}, created="2026-01-01T00:03:00Z")]
+    if cpu_job:
+        objs.append(pod("cpu-only", queue="q1", created="2026-01-01T00:04:00Z"))
+    asked: list[int] = []
+    cannot_fit = allocate_action._cannot_fit
+
+    def counted(*args: Any) -> bool:
+        asked.append(1)
+        return cannot_fit(*args)
+
+    monkeypatch.setattr(allocate_action, "_cannot_fit", counted)
+    with_short_cut = cycle(objs)
+    assert asked  # the short cut was considered (and taken unless a job without GPUs waits)
+    monkeypatch.setattr(allocate_action, "_no_gpu_left", lambda session: False)
+    plain = cycle(objs)
+    assert where(with_short_cut) == where(plain)
+    assert {k: [r.message for r in v] for k, v in with_short_cut.pending.items()} == \
+        {k: [r.message for r in v] for k, v in plain.pending.items()}
+    assert len(plain.pending) >= 7 and ("cpu-only" in where(plain)) == cpu_job

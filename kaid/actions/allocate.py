@@ -26,6 +26,7 @@ def allocate(session: Session) -> None:
     order = ByQueue(session.snap.queues, session.total, nexts.request, held_by)
     order.push_all(j for j in session.snap.jobs.values() if _waiting(session, j))
     failed: Failures = {}
+    full_checked = False
     while (job := order.pop()) is not None:
         placed = _serve(session, job, nexts.batch(job), failed)
         nexts.served(job)
@@ -36,7 +37,30 @@ def allocate(session: Session) -> None:
             session.reasons.pop(job.key, None)
         if job.key == session.focus and not more:
             break
+        if not placed and not full_checked and session.focus is None and _no_gpu_left(session):
+            full_checked = True  # once: a job that could still fit keeps the order going to the end
+            rest = order.remaining()
+            if all(_cannot_fit(session.index, nexts.batch(j)) for j in rest):
+                # nothing is placed any more, so nothing changes: each job fails as it would in its turn
+                order.clear()
+                for j in rest:
+                    _serve(session, j, nexts.batch(j), failed)
+                break
     session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
+
+
+def _no_gpu_left(session: Session) -> bool:
+    """No idle GPU on any node and no releasing pod to pipeline onto: a job that needs a GPU of its own, or a share
+    larger than any partly used device has left, cannot be placed for the rest of allocate."""
+    index = session.index
+    return not any(index.buckets[k] for k in range(1, index.max_gpus + 1)) and not session.releasing()
+
+
+def _cannot_fit(index: NodeIndex, batch: list[Pod]) -> bool:
+    """With no idle GPU left: some pod of the batch needs whole GPUs, or a fraction larger than the most any partly
+    used device has free (a gpu-memory share or a pod without GPUs might still fit: not this)."""
+    sliver = max((1000 - u for u, by_idle in index.partial.levels.items() if any(by_idle.values())), default=0)
+    return bool(batch) and any(p.gpu_whole or (p.frac_devices and p.gpu_frac and p.gpu_frac > sliver) for p in batch)
 
 
 class NextBatches:

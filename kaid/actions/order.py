@@ -128,6 +128,19 @@ class ByQueue:
     def __bool__(self) -> bool:
         return any(self.leaves.values())
 
+    def remaining(self) -> list[Job]:
+        """Every job still to hand out, leaf by leaf in serving order (not in the order ``pop`` would hand them
+        out)."""
+        return [job for jobs in self.leaves.values() for job in jobs]
+
+    def clear(self) -> None:
+        """Hand out nothing more."""
+        for name, jobs in self.leaves.items():
+            if jobs:
+                jobs.clear()
+                self._keys[name].clear()
+                self._touch(self.queues[name])
+
     def pop(self) -> Job | None:
         self._asked.clear()  # nothing changes during one pop: a leaf's head job is asked once, not once per level
         best = self._best(self._roots)
