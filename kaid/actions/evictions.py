@@ -73,14 +73,17 @@ def min_runtime(q: Queue, action: str) -> float:
 
 def evict_for_pending(session: Session, rules: Rules) -> None:
     """Run one eviction action over the pending jobs, in allocate's order."""
+    start = len(session.ops)  # a success adds operations; a vain search leaves none
+    known, misses, same = _recall(session, rules.action)
+    if misses is not None and same and session.recall is not None and rules.action in session.recall.before.vain:
+        _replay(session, rules.action, known, misses)  # the same world, every search in vain: the same again
+        return
     pending = [j for j in session.snap.jobs.values() if _waits(session, j) and rules.serves(j)]
     order = job_order(session, pending)
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
     pool = _victim_pool(session)
-    start = len(session.ops)  # a success adds operations; a vain search leaves none
-    known, misses = _recall(session, rules.action)
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -103,18 +106,34 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         failed.add(shape)
         if clean and misses is not None:
             misses[job.key] = miss
+    if misses is not None and session.recall is not None and len(session.ops) == start:
+        session.recall.after.vain.add(rules.action)
 
 
-def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, Miss] | None]:
-    """The vain searches of ``action`` last cycle that hold in this world, and where to note this cycle's (None:
-    the cycle keeps no memory). The world: the cycle's fingerprint and the operations before the action began."""
+def _replay(session: Session, action: str, known: dict[str, Miss], misses: dict[str, Miss]) -> None:
+    """An action whose every search was in vain last cycle, in the same world: its searches' reasons said again in
+    the order they were searched, without walking the pending jobs."""
+    jobs = session.snap.jobs
+    for key, miss in known.items():
+        for reason in miss.said:
+            session.say(jobs[key], reason)
+        misses[key] = miss
+    assert session.recall is not None
+    session.recall.after.vain.add(action)
+
+
+def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, Miss] | None, bool]:
+    """The vain searches of ``action`` last cycle that hold in this world, where to note this cycle's (None: the
+    cycle keeps no memory), and whether the world is last cycle's. The world: the cycle's fingerprint and the
+    operations before the action began."""
     recall = session.recall
     if recall is None or session.focus is not None:
-        return {}, None
+        return {}, None, False
     world = hash((recall.cycle, tuple((op.kind, op.pod.key, op.node.name, op.devices, op.action, op.by)
                                       for op in session.ops)))
     recall.after.worlds[action] = world
-    return recall.before.recall(action, world, session.snap.now), recall.after.misses.setdefault(action, {})
+    same = recall.before.holds(action, world, session.snap.now)
+    return (recall.before.misses.get(action, {}) if same else {}), recall.after.misses.setdefault(action, {}), same
 
 
 def _victim_pool(session: Session) -> list[Job]:

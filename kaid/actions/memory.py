@@ -43,12 +43,11 @@ class SearchMemory:
     worlds: dict[str, int] = field(default_factory=dict)  # action -> fingerprint of what its searches read
     misses: dict[str, dict[str, Miss]] = field(default_factory=dict)  # action -> job key -> its vain search
     until: float = NEVER  # valid while the clock is before this (a protection ends, a releasing pod gets stuck)
+    vain: set[str] = field(default_factory=set)  # actions none of whose searches succeeded (each in ``misses``)
 
-    def recall(self, action: str, world: int, now: float) -> dict[str, Miss]:
-        """The vain searches of ``action`` that still hold in a world with this fingerprint at ``now``."""
-        if now >= self.until or self.worlds.get(action) != world:
-            return {}
-        return self.misses.get(action, {})
+    def holds(self, action: str, world: int, now: float) -> bool:
+        """Whether what ``action`` found in vain holds in a world with this fingerprint at ``now``."""
+        return now < self.until and self.worlds.get(action) == world
 
 
 @dataclass
