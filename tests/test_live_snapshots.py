@@ -144,3 +144,45 @@ def test_random_events_against_the_cold_path() -> None:
                     overlay.record(Decisions(pipelined=[b]), ApplyResult(), NOW - 5)
             if rng.random() < 0.2 or step == 199:
                 assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg), (seed, step)
+
+
+def test_a_standby_applies_each_periods_events_and_leads_from_a_current_model() -> None:
+    """A replica that stands by takes no snapshot; each period it applies the events queued since the last
+    (``catch_up``), so its queue holds one period's events at most however long it stands by, and the snapshot it
+    takes once it leads is the cold path's."""
+    cfg = SchedulerConfig()
+    fake = FakeCache()
+    live = LiveSnapshots(fake, cfg)
+    sub = fake.subs[0]
+    overlay = Overlay()
+    cache = Cache()
+    base = [node("n1"), node("n2"), queue("default-queue")]
+    for kind in ("Node", "Queue", "Pod", "PodGroup"):
+        items = [o for o in base if o["kind"] == kind]
+        for o in items:
+            cache.upsert(o)
+        sub.listed(kind, items)
+    rng = random.Random(7)
+    sent = 4  # the lists
+    for period in range(30):
+        for i in range(10):  # a pod made, another bound, another deleted
+            made = pod(f"p{period}-{i}", gpus=1)
+            cache.upsert(made)
+            sub.event("Pod", False, made)
+            pods = list(cache.items["Pod"].values())
+            on_node = copy.deepcopy(rng.choice(pods))
+            on_node["spec"]["nodeName"] = rng.choice(("n1", "n2"))
+            on_node["status"]["phase"] = "Running"
+            cache.upsert(on_node)
+            sub.event("Pod", False, on_node)
+            sent += 2
+            if rng.random() < 0.6:
+                gone = rng.choice(pods)
+                cache.delete("Pod", meta.store_key(gone))
+                sub.event("Pod", True, gone)
+                sent += 1
+        assert live.queued == sent  # this period's events only
+        live.catch_up()
+        assert live.queued == 0
+        sent = 0
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)

@@ -159,7 +159,8 @@ class Daemon:
         self.metrics: Metrics | None = None  # made by _metrics() once the first binds are out
         self.overlay = Overlay()
         self.stopping = threading.Event()
-        self.elector = LeaderElector(client, cfg.leaderElection, self.identity, self.cache.changed.set) \
+        self.lead_changed = threading.Event()  # this replica began or ceased to lead (or is stopping)
+        self.elector = LeaderElector(client, cfg.leaderElection, self.identity, self._lead_changed) \
             if cfg.leaderElection.enabled else None
         # usage history: continued from the Queues' status.usage whenever this replica starts to lead
         self.usage = UsageHistory(UsageParams.of(cfg.usage)) if cfg.usage.enabled else None
@@ -186,6 +187,10 @@ class Daemon:
             return f"node {name} is not Ready"
         return None
 
+    def _lead_changed(self) -> None:
+        self.lead_changed.set()
+        self.cache.changed.set()
+
     def leading(self) -> bool:
         return self.elector is None or self.elector.holds()
 
@@ -199,7 +204,7 @@ class Daemon:
         def stop(signum: int, _frame: Any) -> None:
             log.info("signal %d: finishing the cycle in flight, then exiting", signum)
             self.stopping.set()
-            self.cache.changed.set()
+            self._lead_changed()  # wakes a standby too
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
 
@@ -222,7 +227,16 @@ class Daemon:
                     log.exception("cycle failed; retrying next period")
             else:
                 self.usage_restored = False  # another leader keeps it meanwhile: read it back on leading again
+                if self.live is not None:  # the watch events of the period: the queue stays short, the model warm
+                    try:
+                        self.live.catch_up()
+                    except Exception:
+                        log.exception("applying the watch events to the snapshot failed; retrying next period")
             self._metrics().leader.set(1 if self.leading() else 0)
+            if not self.leading():  # stand by for a period, or until this replica leads
+                self.lead_changed.wait(self.cfg.cyclePeriodSeconds)
+                self.lead_changed.clear()
+                continue
             self.cache.changed.wait(self.cfg.cyclePeriodSeconds)
             # do not run cycles back to back when the cluster is busy: at most one per period
             rest = self.cfg.cyclePeriodSeconds - (time.monotonic() - self.last_cycle)
@@ -471,6 +485,9 @@ class Daemon:
     def _metrics(self) -> Metrics:
         if self.metrics is None:
             self.metrics = Metrics()
+            live = self.live
+            if live is not None:
+                self.metrics.events_queued.set_function(lambda: live.queued)
         return self.metrics
 
     def _mark_stale(self, snap: Snapshot, d: Decisions) -> None:

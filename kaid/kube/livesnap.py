@@ -8,8 +8,10 @@ Two layers lie over what the watch says, as they lay over the cold build's objec
 - the PodGroups it makes from memory for workloads that name none (``podgrouper.podgroup_for``), until the API
   server's own come back through the watch; only the jobs without a PodGroup are looked at.
 
-Events are queued by the informers' threads and applied by the cycle's thread when it takes a snapshot. A relist
-(``410 Gone``, a watch restarted) replaces its kind as a whole (``LiveModel.resync``)."""
+Events are queued by the informers' threads and applied by the cycle's thread when it takes a snapshot; a replica
+that stands by (it runs no cycle) applies them each period instead (``catch_up``), so that its queue stays as short
+as one period's events and its model is current the moment it leads. A relist (``410 Gone``, a watch restarted)
+replaces its kind as a whole (``LiveModel.resync``)."""
 
 from __future__ import annotations
 
@@ -75,6 +77,18 @@ class LiveSnapshots:
             self._assume(overlay, now)
             made = self._podgroups()
             return self.model.snapshot(now), made
+
+    def catch_up(self) -> None:
+        """Apply the events queued since the last call or snapshot, and read what they changed, without a snapshot:
+        what a standby replica does each period (else its queue would grow for as long as it stands by)."""
+        with self.lock:
+            self._drain()
+            self.model.refresh()
+
+    @property
+    def queued(self) -> int:
+        """Events and lists waiting to be applied."""
+        return len(self.queue)
 
     def objects(self) -> list[Obj]:
         """Every object as the last snapshot saw it (assumptions and PodGroups made from memory included)."""

@@ -40,6 +40,9 @@ class Metrics:
         self.leader = Gauge("kai_is_leader", "1 while this replica holds the lease", registry=r)
         self.lists = Gauge("kai_watch_lists", "Lists of a resource since the start (1: only the first; more: a "
                            "watch expired, 410 Gone, or could not resume)", ["resource"], registry=r)
+        self.events_queued = Gauge("kai_snapshot_events_queued", "Watch events and lists not applied to the "
+                                   "incremental snapshot yet (each cycle applies them; a standby, each period)",
+                                   registry=r)
 
 
     def render(self) -> tuple[bytes, str]:
