@@ -1,6 +1,6 @@
 """The daemon's snapshots from watch events (kaid.kube.livesnap) against its cold path: the same objects, the same
 assumptions (binds, evictions, pipelined pods not yet seen by the watch) and the PodGroups made from memory give
-the same snapshot as ``build_snapshot`` of ``overlay.apply(objects + podgroups_to_create(objects))``."""
+the same snapshot as ``build_snapshot`` of ``overlay.apply(objects)`` with ``podgroups_to_create`` of those."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import copy
 import random
 from typing import Any
 
+from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Bind, Decisions, Eviction
@@ -50,8 +51,9 @@ def _plain(snap: Snapshot) -> dict[str, Any]:
 
 
 def _cold(objects: list[Obj], overlay: Overlay, cfg: SchedulerConfig) -> dict[str, Any]:
-    objs = objects + podgroups_to_create(objects, cfg)
-    return _plain(build_snapshot(overlay.apply(objs, NOW), cfg, NOW, wait_for_owners=True))
+    """The daemon's cold path (``Daemon.cycle`` with ``KAID_SNAPSHOT=cold``)."""
+    objs = overlay.apply(objects, NOW)
+    return _plain(build_snapshot(objs + podgroups_to_create(objs, cfg), cfg, NOW, wait_for_owners=True))
 
 
 def _live(live: LiveSnapshots, overlay: Overlay) -> dict[str, Any]:
@@ -129,10 +131,6 @@ def test_random_events_against_the_cold_path() -> None:
                 sub.listed(kind, kept)
             else:
                 obj = _make(rng, kind)
-                if kind == "Pod" and not obj["spec"].get("nodeName"):
-                    obj["metadata"].pop("deletionTimestamp", None)  # (the cold path makes PodGroups for these too)
-                if meta.namespace(obj) == "kai-resource-reservation":
-                    obj["spec"]["schedulerName"] = "default-scheduler"  # (likewise)
                 cache.upsert(obj)
                 sub.event(kind, False, obj)
             if rng.random() < 0.1 and cache.items.get("Pod"):
@@ -186,3 +184,26 @@ def test_a_standby_applies_each_periods_events_and_leads_from_a_current_model() 
         assert live.queued == 0
         sent = 0
     assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+
+
+def test_no_podgroup_for_a_pending_pod_being_deleted_or_a_reservation_pod() -> None:
+    """Neither is in a job of the snapshot, on either path: the cold path made a PodGroup for each (a job with no
+    pods, written to the API server), the live path none."""
+    cfg = SchedulerConfig()
+    deleting = pod("going", gpus=1)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+    reservation = pod("gpu-reservation-n1-abc", ns=c.RESERVATION_NAMESPACE, node_name="n1",
+                      labels={c.RESERVATION_APP_LABEL: c.RESERVATION_APP, c.GPU_GROUP_LABEL: "g-1"})
+    running_deleting = pod("stopping", gpus=1, node_name="n1")
+    running_deleting["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+    objects = [node("n1"), queue("default-queue"), deleting, reservation, running_deleting, pod("waiting", gpus=1)]
+    made = sorted(meta.object_key(pg) for pg in podgroups_to_create(objects, cfg))
+    assert made == ["default/pg-pod-stopping", "default/pg-pod-waiting"]  # a pod still on its node is in its job
+    fake = FakeCache()
+    live = LiveSnapshots(fake, cfg)
+    for kind in ("Node", "Queue", "Pod", "PodGroup"):
+        fake.subs[0].listed(kind, [o for o in objects if o["kind"] == kind])
+    overlay = Overlay()
+    _, made_live = live.snapshot(overlay, NOW)
+    assert sorted(meta.object_key(pg) for pg in made_live) == made
+    assert _live(live, overlay) == _cold(objects, overlay, cfg)

@@ -346,8 +346,8 @@ class Daemon:
             if self.shared is not None:
                 self.shared.collect(self.live.objects(), now)
         else:
-            objs, fresh = self._with_podgroups(self.cache.objects(), now)
-            objs = self.overlay.apply(objs, now)
+            # the PodGroups missing for the jobs as the snapshot sees them: with this replica's assumptions
+            objs, fresh = self._with_podgroups(self.overlay.apply(self.cache.objects(), now), now)
             if self.shared is not None:
                 self.shared.collect(objs, now)
             snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True, pod_reader=self.pod_memo.read)

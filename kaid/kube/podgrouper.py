@@ -18,6 +18,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
 from kaid.model.build import sort_inputs
 from kaid.model.grouping import WATCHED_OWNER_KINDS, GroupInfo, OwnerIndex, group_for_pod, workload_labels
+from kaid.model.pods import is_reservation_pod
 from kaid.model.vocabulary import FINISHED_PHASES
 
 log = logging.getLogger("kaid.podgrouper")
@@ -56,10 +57,15 @@ def podgroup_for(pods: list[Obj], owners: OwnerIndex, namespaces: Mapping[str, O
 
 
 def _needs_podgroup(pod: Obj, cfg: SchedulerConfig) -> bool:
-    """A live pod of this scheduler that names no PodGroup."""
-    return ((pod.get("spec") or {}).get("schedulerName") or "default-scheduler") == cfg.schedulerName and \
+    """A live pod of this scheduler that names no PodGroup and is one of a workload's: not a reservation pod (kai's
+    own, in no job) and not a pending pod being deleted (it will never be placed). The snapshot puts neither in a
+    job (``kaid.model.build``), so a PodGroup made for one would be a job without pods."""
+    spec = pod.get("spec") or {}
+    return (spec.get("schedulerName") or "default-scheduler") == cfg.schedulerName and \
         not meta.annotation(pod, c.POD_GROUP_ANNOTATION) and \
-        (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
+        (pod.get("status") or {}).get("phase") not in FINISHED_PHASES and \
+        not (meta.meta(pod).get("deletionTimestamp") and not spec.get("nodeName")) and \
+        not is_reservation_pod(pod, cfg.gpuSharing)
 
 
 def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig) -> Obj:
