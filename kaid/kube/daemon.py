@@ -55,6 +55,7 @@ from kaid.sharing.handoff import not_set_up
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
+SOLVER_LOAD_WAIT = 30.0  # seconds the first cycle waits at most for the solver to load (warm_up_solver)
 
 
 @dataclass
@@ -217,10 +218,17 @@ class Daemon:
         log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
                  "leader election on" if self.elector else "alone", self.identity, self.cfg.schedulerName,
                  process_age())
+        solver: threading.Thread | None = warm_up_solver()  # loaded before the first cycle: no cycle pays it
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
             self.cache.changed.clear()  # changes from here on wake the next cycle
             if self.leading():
+                if solver is not None:
+                    began = time.monotonic()
+                    solver.join(SOLVER_LOAD_WAIT)
+                    log.debug("solver loaded %.2f s before the first cycle (waited %.2f s for it)", process_age(),
+                              time.monotonic() - began)
+                    solver = None
                 try:
                     self.cycle()
                 except Exception:
@@ -363,7 +371,6 @@ class Daemon:
             self._metrics().leader.set(1)
             if fresh:  # the engine used them from memory; they are written in the background
                 self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
-            warm_up_solver()
 
         stream = _BindStream(self, f"cycle {self.cycles + 1}", started, after_first_binds)
         decisions = run_cycle(snap, self.cfg, on_bind=stream)

@@ -6,8 +6,8 @@ The sequence: ``kaid run`` parses its options with argparse, not typer (``parse_
 requests (``run_daemon``) and loads the config and the engine while the API server encodes them; the pod list
 is held once enough pending pods are in (``StartingCache``), so that an early cycle can bind those on a
 complete picture of the nodes (``early_view``) while the rest of the list waits; the cyclic garbage collector
-sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads after the first binds
-(``warm_up_solver``).
+sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads once the start is over, before the
+first full cycle (``warm_up_solver``).
 
     trick (switch)  where                         what it saves                                  measured at
     argv            parse_run_args (kaid.cli)     typer and pydantic's adapters: lists go out    e83bf0f
@@ -20,7 +20,8 @@ sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads af
     early-cycle     StartingCache.early_view,     first bind 0.61 -> 0.425 s (12 pairs)          32223ff
                     Daemon.early_cycle
     (none)          warm_up_solver                the solver's 0.4 s of CPU kept out of the      e50e526
-                                                  first list and snapshot
+                                                  first list and snapshot (now 1.1-1.4 s, loaded
+                                                  before the first full cycle: none pays it)
 
 "Measured" is ``python -m benchmarks.bench_kube --starts N --startup-off TRICK,...``: start to first bind on
 4,000 pending one-GPU pods, 500 nodes, starts with and without the trick interleaved; the JSON of each run is
@@ -173,10 +174,14 @@ def settle_gc() -> None:
 
 
 @functools.cache
-def warm_up_solver() -> None:
-    """Load the solver (0.4 s of CPU) in the background, once: after the first binds, since sooner it would
-    compete with the first list and snapshot for the interpreter."""
-    threading.Thread(target=lambda: __import__("ortools.sat.python.cp_model"), name="warm-up", daemon=True).start()
+def warm_up_solver() -> threading.Thread:
+    """Load the solver in the background, once (``ortools.sat`` brings numpy and pandas: 1.1-1.4 s of CPU and about
+    90 MB). ``Daemon.run`` starts it once its start is over (the lists in, an early cycle's binds out: sooner it would
+    compete with them for the interpreter) and waits for it before its first cycle as leader, so that no cycle pays
+    it; a standby loads it while it stands by. kaictl and the simulator load it when a search first needs it."""
+    thread = threading.Thread(target=lambda: __import__("ortools.sat.python.cp_model"), name="warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 # ------------------------------------------------------------------------------------- hold, early view

@@ -1,12 +1,14 @@
 """A standby replica on the real control plane: it runs no cycle, yet it keeps its incremental snapshot current from
 the watch events (``LiveSnapshots.catch_up`` each period), so the events queued for it stay one period's worth
 however long it stands by, and when it takes over it schedules on what the cluster holds now: the GPUs freed while
-it stood by are handed out again, none twice, and its queue accounting is the cluster's."""
+it stood by are handed out again, none twice, and its queue accounting is the cluster's. It has loaded the solver
+meanwhile (``warm_up_solver``), so its first cycle as leader does not."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from .controlplane import ControlPlane
@@ -99,6 +101,9 @@ def test_standby_keeps_its_event_queue_short_and_schedules_on_the_current_cluste
     assert sampler.most < 150, f"the standby's event queue grew to {sampler.most:.0f}"
     assert settled is not None and settled < 20, f"{settled} events still queued on the standby"
     assert standby.metric("kai_e2e_scheduling_latency_milliseconds_count") == 0, "the standby ran cycles"
+    # the solver is loaded while standing by: the first cycle as leader does not pay for it
+    assert standby.process is not None
+    assert "ortools" in Path(f"/proc/{standby.process.pid}/maps").read_text(), "OR-Tools not loaded on the standby"
 
     leader.kill()
     wait_for(lambda: lease_holder(cp, lease) == "standby-b", 20, "standby-b to take the Lease over")
