@@ -348,7 +348,51 @@ def check_no_oscillation(run: Run) -> None:
                                     f"{nxt.number}\n{describe(run)}")
 
 
+# A fixed example of the moved-twice bug (issue 15): reclaim for p2 (1 GPU pods pinned to n1, placed one per cycle)
+# moved r3-2 from the GPU p2-0 took onto another GPU of n1, the one p2-2 took in cycle 3, evicting r3-2 again.
+def _elastic_reclaimer() -> Case:
+    spec: list[tuple[str, str, int, str, int, str]] = [  # job, queue, minMember, class, pods, gpus ("" = 1, "0.x")
+        ("r0", "t01", 1, "train", 1, "0.5"), ("r1", "t01", 1, "train", 1, "1a"), ("r2", "t00", 1, "train", 3, "0.25"),
+        ("r3", "t00", 2, "build-preemptible", 3, "0.25"), ("r4", "t01", 2, "train", 2, "1"),
+        ("r5", "t01", 2, "train", 2, "2a"), ("r6", "t01", 1, "train", 1, "0.25a"),
+        ("r7", "t00", 1, "train", 1, "0.25"), ("p0", "t01", 1, "train", 1, "0.25a"),
+        ("p1", "t00", 1, "train", 1, "0.25p"), ("p2", "t10", 1, "train", 3, "1b"),
+        ("p3", "t00", 1, "train", 1, "0.25p")]
+    objs: list[Obj] = [node("n0", gpus=2, cpu="64", memory="512Gi", labels={"pool": "a"}),
+                       node("n1", gpus=4, cpu="64", memory="512Gi", labels={"pool": "b"}),
+                       node("n2", gpus=4, cpu="64", memory="512Gi", labels={"pool": "a"}),
+                       queue("org", gpu=(-1, -1, 1)), queue("d0", "org", gpu=(0, -1, 1)),
+                       queue("d1", "org", gpu=(2, -1, 1)), queue("t00", "d0", gpu=(0, -1, 1)),
+                       queue("t01", "d0", gpu=(4, -1, 1), priority=150), queue("t10", "d1", gpu=(0, -1, 1)),
+                       queue("t11", "d1", gpu=(0, -1, 1))]
+    late: list[Obj] = []
+    for name, q, min_member, cls, size, kind in spec:
+        out = objs if name.startswith("r") else late
+        out.append(podgroup(name, q, min_member, priority_class=cls))
+        pool: dict[str, Any] = {"nodeSelector": {"pool": kind[-1]}} if kind[-1] in "ab" else {}
+        amount = kind.rstrip("abp")
+        labels = {"app": name} | ({c.PREEMPTIBILITY_LABEL: c.PREEMPTIBLE} if kind.endswith("p") else {})
+        for k in range(size):
+            if "." in amount:
+                out.append(pod(f"{name}-{k}", gpus=0, group=name, labels=labels,
+                               annotations={c.GPU_FRACTION_ANNOTATION: amount}, **pool))
+            else:
+                out.append(pod(f"{name}-{k}", gpus=int(amount), group=name, labels=labels, **pool))
+    for name, allowed, out in (("r0", 1, objs), ("p0", 0, late)):
+        out.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name,
+                    "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": name}}},
+                    "status": {"disruptionsAllowed": allowed}})
+    return Case(objs, late, SchedulerConfig.model_validate({
+        "cyclePeriodSeconds": 20, "staleGangGraceSeconds": -1,
+        "placement": {"gangSolver": "cpsat", "solverTimeLimitSeconds": 0.2}}),
+        spread=True, broken=False)
+
+
+ELASTIC_RECLAIMER = _elastic_reclaimer()
+
+
 @SETTINGS
+@example(case=ELASTIC_RECLAIMER)
 @given(case=cases())
 def test_no_oscillation(case: Case) -> None:
     check_no_oscillation(simulate(case))

@@ -14,6 +14,7 @@ from kaid.actions.limits import above_limit, charged_violation, limit_violation
 from kaid.actions.order import ByQueue
 from kaid.actions.session import Session, Vec, job_request
 from kaid.actions.victims import Placements, Unit
+from kaid.api.config import Action
 from kaid.model.objects import Job, Pod, Queue
 from kaid.model.vocabulary import PodStatus
 from kaid.placement import gang
@@ -112,6 +113,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     placed: Placements | None = None
     moved: list[Pod] = []
     left = len(victims) + 1  # once the job and every victim had their turn, the others' turns change nothing
+    away = _away_from_rest(session, att)
     try:
         while left and (job := order.pop()) is not None:
             if job is att.job:
@@ -121,7 +123,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                     return None
             elif job.key in victims:
                 left -= 1
-                moved += _take_back(session, att, job)
+                moved += _take_back(session, att, job, None if placed is None else away)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -146,23 +148,43 @@ def _restore(session: Session, moved: list[Pod]) -> list[Pod]:
         left = [p for p in left if p not in back]
 
 
-def _take_back(session: Session, att: Attempt, job: Job) -> list[Pod]:
+def _take_back(session: Session, att: Attempt, job: Job, region: bytearray | None) -> list[Pod]:
     """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
-    victims), the next ones it needs wherever they fit (moved); returns the moved pods."""
-    back = _place(session, att, job, gangs.tasks_to_allocate(job, WAITING))
+    victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere); returns the
+    moved pods."""
+    back = _place(session, att, job, gangs.tasks_to_allocate(job, WAITING), region)
     return [p for p, _, _ in back or []]
 
 
-def _place(session: Session, att: Attempt, job: Job, batch: list[Pod]) -> Placements | None:
-    """Pipeline ``batch`` of ``job`` where it fits now (victims gone, releasing pods lent), or None."""
+def _away_from_rest(session: Session, att: Attempt) -> bytearray | None:
+    """Where a victim whose turn comes after the job was placed may be moved to: the nodes none of the job's
+    waiting pods beyond ``att.batch`` may use (selectors, affinity, taints). An elastic job gets one pod per
+    cycle: a victim moved onto a node its next pods may use is the victim of their turn and restarts a second
+    time for the same job (issue 15); elsewhere it stays evicted and waits like any evicted pod. None (anywhere):
+    the job has no such pods, or consolidation moves the victims (there every one must land again)."""
+    rest = [p for p in att.job.pods if p.status == PodStatus.PENDING and p not in att.batch]
+    if not rest or att.action == Action.CONSOLIDATE:
+        return None
+    index = session.index
+    masks = [index.static_mask(p) for p in {p.sig: p for p in rest}.values()]
+    return bytearray(0 if any(m[i] for m in masks) else 1 for i in range(len(index.nodes)))
+
+
+def _place(session: Session, att: Attempt, job: Job, batch: list[Pod],
+           region: bytearray | None = None) -> Placements | None:
+    """Pipeline ``batch`` of ``job`` where it fits now (victims gone, releasing pods lent), or None; ``region``:
+    only on those nodes."""
     if not batch:
         return None
     queue = session.snap.queues[job.queue]
     if limit_violation(queue, job_request(batch, session.ref), job) is not None:
         return None
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
+    within = gangs.domain_of_running(job, session)
+    if region is not None:
+        within = region if within is None else bytearray(a & b for a, b in zip(within, region, strict=True))
     plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
-                      session.cfg.placement.solverTimeLimitSeconds, within=gangs.domain_of_running(job, session))
+                      session.cfg.placement.solverTimeLimitSeconds, within=within)
     if not plan.placements or charged_violation(queue, job, plan.placements) is not None:
         return None
     for pod, node, devs in plan.placements:
