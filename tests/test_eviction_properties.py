@@ -348,25 +348,22 @@ def check_no_oscillation(run: Run) -> None:
                                     f"{nxt.number}\n{describe(run)}")
 
 
-# A fixed example of the moved-twice bug (issue 15): reclaim for p2 (1 GPU pods pinned to n1, placed one per cycle)
-# moved r3-2 from the GPU p2-0 took onto another GPU of n1, the one p2-2 took in cycle 3, evicting r3-2 again.
-def _elastic_reclaimer() -> Case:
-    spec: list[tuple[str, str, int, str, int, str]] = [  # job, queue, minMember, class, pods, gpus ("" = 1, "0.x")
-        ("r0", "t01", 1, "train", 1, "0.5"), ("r1", "t01", 1, "train", 1, "1a"), ("r2", "t00", 1, "train", 3, "0.25"),
-        ("r3", "t00", 2, "build-preemptible", 3, "0.25"), ("r4", "t01", 2, "train", 2, "1"),
-        ("r5", "t01", 2, "train", 2, "2a"), ("r6", "t01", 1, "train", 1, "0.25a"),
-        ("r7", "t00", 1, "train", 1, "0.25"), ("p0", "t01", 1, "train", 1, "0.25a"),
-        ("p1", "t00", 1, "train", 1, "0.25p"), ("p2", "t10", 1, "train", 3, "1b"),
-        ("p3", "t00", 1, "train", 1, "0.25p")]
+Job = tuple[str, str, int, str, int, str]  # name, queue, minMember, class, pods, per pod: "1", "0.25", + a/b/p
+
+
+def _fixed(jobs: list[Job], quotas: dict[str, int], solver: str, broken: bool) -> Case:
+    """A fixed case on the generator's cluster (n0: 2 GPUs pool a, n1: 4 GPUs pool b, n2: 4 GPUs pool a, queues
+    org > d0, d1 > t00..t11, t01 at priority 150): the r* jobs run early, the p* jobs come late. A pod's GPUs end
+    with a (pinned to pool a), b (pool b) or p (labelled preemptible); r0 has a budget allowing 1, p0 one allowing
+    0."""
     objs: list[Obj] = [node("n0", gpus=2, cpu="64", memory="512Gi", labels={"pool": "a"}),
                        node("n1", gpus=4, cpu="64", memory="512Gi", labels={"pool": "b"}),
                        node("n2", gpus=4, cpu="64", memory="512Gi", labels={"pool": "a"}),
-                       queue("org", gpu=(-1, -1, 1)), queue("d0", "org", gpu=(0, -1, 1)),
-                       queue("d1", "org", gpu=(2, -1, 1)), queue("t00", "d0", gpu=(0, -1, 1)),
-                       queue("t01", "d0", gpu=(4, -1, 1), priority=150), queue("t10", "d1", gpu=(0, -1, 1)),
-                       queue("t11", "d1", gpu=(0, -1, 1))]
+                       queue("org", gpu=(-1, -1, 1))]
+    for q, parent in (("d0", "org"), ("d1", "org"), ("t00", "d0"), ("t01", "d0"), ("t10", "d1"), ("t11", "d1")):
+        objs.append(queue(q, parent, gpu=(quotas.get(q, 0), -1, 1), priority=150 if q == "t01" else 100))
     late: list[Obj] = []
-    for name, q, min_member, cls, size, kind in spec:
+    for name, q, min_member, cls, size, kind in jobs:
         out = objs if name.startswith("r") else late
         out.append(podgroup(name, q, min_member, priority_class=cls))
         pool: dict[str, Any] = {"nodeSelector": {"pool": kind[-1]}} if kind[-1] in "ab" else {}
@@ -384,15 +381,32 @@ def _elastic_reclaimer() -> Case:
                     "status": {"disruptionsAllowed": allowed}})
     return Case(objs, late, SchedulerConfig.model_validate({
         "cyclePeriodSeconds": 20, "staleGangGraceSeconds": -1,
-        "placement": {"gangSolver": "cpsat", "solverTimeLimitSeconds": 0.2}}),
-        spread=True, broken=False)
+        "placement": {"gangSolver": solver, "solverTimeLimitSeconds": 0.2}}), spread=True, broken=broken)
 
 
-ELASTIC_RECLAIMER = _elastic_reclaimer()
+# Fixed examples of the moved-twice bug (issue 15), an elastic reclaimer p2 (pods pinned to n1, one placed per cycle):
+# - reclaim for p2-0 moved r3-2 from the GPU it took onto another GPU of n1, the one p2-2 took in cycle 3, which
+#   evicted r3-2 again: a victim is now moved only off the nodes the reclaimer's next pods may use;
+# - (r3 lost r3-0) r3-2 moved to n2 in cycle 1; in cycle 3 its gang went below minMember with r3-1 (on n1), and
+#   the gang, placed again as one batch, gave r3-2's place on n2 to r3-1 and moved r3-2: now the pods of a victim
+#   gang that can stay in their places do, and only the others move.
+ELASTIC_RECLAIMER = _fixed([
+    ("r0", "t01", 1, "train", 1, "0.5"), ("r1", "t01", 1, "train", 1, "1a"), ("r2", "t00", 1, "train", 3, "0.25"),
+    ("r3", "t00", 2, "build-preemptible", 3, "0.25"), ("r4", "t01", 2, "train", 2, "1"),
+    ("r5", "t01", 2, "train", 2, "2a"), ("r6", "t01", 1, "train", 1, "0.25a"), ("r7", "t00", 1, "train", 1, "0.25"),
+    ("p0", "t01", 1, "train", 1, "0.25a"), ("p1", "t00", 1, "train", 1, "0.25p"), ("p2", "t10", 1, "train", 3, "1b"),
+    ("p3", "t00", 1, "train", 1, "0.25p")], {"d1": 2, "t01": 4}, "cpsat", broken=False)
+ELASTIC_RECLAIMER_GANG_VICTIM = _fixed([
+    ("r0", "t01", 1, "train", 1, "0.5"), ("r1", "t01", 1, "train", 1, "1a"), ("r2", "t00", 1, "train", 3, "0.25"),
+    ("r3", "t00", 2, "build-preemptible", 3, "0.25"), ("r4", "t01", 2, "train", 2, "1"),
+    ("r5", "t01", 2, "train", 2, "1a"), ("r6", "t00", 1, "train", 1, "0.25a"), ("r7", "t00", 1, "train", 2, "0.25"),
+    ("p0", "t01", 1, "train", 2, "0.25a"), ("p1", "t00", 3, "train", 3, "0.5p"), ("p2", "t10", 1, "train", 3, "2b"),
+    ("p3", "t00", 1, "train", 1, "0.5p")], {}, "greedy", broken=True)
 
 
 @SETTINGS
 @example(case=ELASTIC_RECLAIMER)
+@example(case=ELASTIC_RECLAIMER_GANG_VICTIM)
 @given(case=cases())
 def test_no_oscillation(case: Case) -> None:
     check_no_oscillation(simulate(case))

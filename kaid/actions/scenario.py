@@ -123,7 +123,8 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                     return None
             elif job.key in victims:
                 left -= 1
-                moved += _take_back(session, att, job, None if placed is None else away)
+                moved += _take_back(session, att, job, [] if placed is None else units,
+                                    None if placed is None else away)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -148,11 +149,25 @@ def _restore(session: Session, moved: list[Pod]) -> list[Pod]:
         left = [p for p in left if p not in back]
 
 
-def _take_back(session: Session, att: Attempt, job: Job, region: bytearray | None) -> list[Pod]:
+def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit],
+               region: bytearray | None) -> list[Pod]:
     """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
     victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere); returns the
-    moved pods."""
-    back = _place(session, att, job, gangs.tasks_to_allocate(job, WAITING), region)
+    moved pods. Once the job is placed (``units`` given), its pods among them that can go back do so first, so
+    that a gang moved because it lost a pod where the job lands keeps its other pods in their places (placed as
+    one batch, a gang mate could take such a place and move the pod that held it; issue 15); if the rest cannot
+    be placed, none goes back here."""
+    cp = session.checkpoint()
+    for p in (p for u in units if u.job is job for p in u.pods):
+        one = session.checkpoint()
+        if p.status == PodStatus.EVICTED and session.restore(p) and above_limit(att.queue, att.request):
+            session.rollback(one)  # back, it would lift the job's queues above a limit (as in ``_replace``)
+    batch = gangs.tasks_to_allocate(job, WAITING)
+    if not batch:
+        return []
+    back = _place(session, att, job, batch, region)
+    if back is None:
+        session.rollback(cp)
     return [p for p, _, _ in back or []]
 
 
