@@ -123,8 +123,8 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                     return None
             elif job.key in victims:
                 left -= 1
-                moved += _take_back(session, att, job, [] if placed is None else units,
-                                    None if placed is None else away)
+                after = placed is not None and att.action != Action.CONSOLIDATE
+                moved += _take_back(session, att, job, units if after else [], away if after else None)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -153,10 +153,10 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit],
                region: bytearray | None) -> list[Pod]:
     """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
     victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere); returns the
-    moved pods. Once the job is placed (``units`` given), its pods among them that can go back do so first, so
-    that a gang moved because it lost a pod where the job lands keeps its other pods in their places (placed as
-    one batch, a gang mate could take such a place and move the pod that held it; issue 15); if the rest cannot
-    be placed, none goes back here."""
+    moved pods. Its pods among ``units`` (given once the job is placed, in reclaim and preempt) that can go back
+    do so first, so that a gang moved because it lost a pod where the job lands keeps its other pods in their
+    places (placed as one batch, a gang mate could take such a place and move the pod that held it; issue 15);
+    if the rest cannot be placed, none goes back here."""
     cp = session.checkpoint()
     for p in (p for u in units if u.job is job for p in u.pods):
         one = session.checkpoint()
