@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from kaid.actions.memory import SearchMemory
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
@@ -170,6 +171,7 @@ class Daemon:
         self.last_cycle = 0.0
         self.heartbeat = time.monotonic()
         self.cycles = 0
+        self.search_memory = SearchMemory()  # the last cycle's vain victim searches (kaid.actions.memory)
         self.server: Any = None
         # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
         self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
@@ -373,7 +375,8 @@ class Daemon:
                 self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
 
         stream = _BindStream(self, f"cycle {self.cycles + 1}", started, after_first_binds)
-        decisions = run_cycle(snap, self.cfg, on_bind=stream)
+        decisions = run_cycle(snap, self.cfg, on_bind=stream, memory=self.search_memory)
+        self.search_memory = decisions.memory or SearchMemory()
         stream.first_out()
         t2 = time.monotonic()
         if not self.leading():  # the lease may have gone while deciding: act on nothing more
