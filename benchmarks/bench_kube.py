@@ -17,7 +17,9 @@ created while no scheduler runs, a wait for a quiet control plane, one watch on 
 starts (kaid: ``kaid run --no-leader-elect`` with ``clientQPS``/``clientBurst`` = ``--qps``/``--burst``) and
 the watch times its first bind and its last. Also measured: gangs whole, GPUs per node, CPU of the scheduler
 and of kube-apiserver, kaid's cycle metrics and log lines, kube-scheduler's attempt metrics, each scheduler's peak
-RSS. The namespace is deleted before the next run.
+RSS. The namespace is deleted before the next run. kwok's fake kubelets fall behind on a loaded machine: the
+controller manager here waits 10 minutes before it marks a silent node Unknown (``CONTROLLER_MANAGER_ARGS``), and each
+run counts the nodes it still saw NotReady (``nodes_not_ready``), which schedulers rightly skip.
 
 After the schedulers, on the same control plane, the raw bind loop (``--no-raw``: not): the same pods bound by a bare
 loop of ``pods/binding`` calls through kaid's own actuator and client, with kaid's identity, QPS, burst and bind
@@ -45,6 +47,7 @@ from typing import Any, Final
 from benchmarks.common import fmt, machine_info, median, output_args, profile_text, progress, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.kube_cluster import (
+    CONTROLLER_MANAGER_ARGS,
     GPUS_PER_NODE,
     NAMESPACE_GONE_TIMEOUT_S,
     NODE_PREFIX,
@@ -58,6 +61,7 @@ from benchmarks.kube_cluster import (
     START_SETTLE_S,
     BindWatcher,
     KaidProcess,
+    NodeWatcher,
     Obj,
     Options,
     RawBinder,
@@ -105,10 +109,13 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
     result: Obj = {"scheduler": scheduler, "run": run_id, "namespace": namespace, "pods": len(pods)}
     kaid: KaidProcess | None = None
     watcher: BindWatcher | None = None
+    node_watch: NodeWatcher | None = None
     try:
         _create_backlog(cp, client, wl, namespace, pods, gangs, precreate, result)
         log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; control plane at rest after "
             f"{result['quiet_wait_s']:.1f} s more; starting {scheduler}")
+        node_watch = NodeWatcher(admin_client(cp, qps=20, burst=20))
+        node_watch.start()
         watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
         watcher.start()
         result["bound_before_start"] = len(watcher.bound)
@@ -138,6 +145,8 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         if watcher is not None:
             watcher.close()
             result["watch_errors"] = watcher.errors
+        if node_watch is not None:
+            result["nodes_not_ready"] = node_watch.close()
         if kaid is not None:
             kaid.stop()
             result["kaid_cycles"] = kaid.cycles()
@@ -163,6 +172,7 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
     pods = pod_objects(wl, RAW_SCHEDULER_NAME, namespace, False)
     result: Obj = {"scheduler": RAW, "run": run_id, "namespace": namespace, "pods": len(pods)}
     watcher: BindWatcher | None = None
+    node_watch: NodeWatcher | None = None
     raw: RawBinder | None = None
     try:
         nodes = sorted((n["metadata"]["name"] for n in client.get("/api/v1/nodes").get("items") or []
@@ -174,6 +184,8 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         raw = RawBinder(kubeconfig, opts.qps, opts.burst, raw_placement(pods, nodes), opts.workdir, run_id)
         log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; control plane at rest after "
             f"{result['quiet_wait_s']:.1f} s more; raw bind loop ready")
+        node_watch = NodeWatcher(admin_client(cp, qps=20, burst=20))
+        node_watch.start()
         watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
         watcher.start()
         result["bound_before_start"] = len(watcher.bound)
@@ -195,6 +207,8 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         if watcher is not None:
             watcher.close()
             result["watch_errors"] = watcher.errors
+        if node_watch is not None:
+            result["nodes_not_ready"] = node_watch.close()
         if raw is not None and raw.process.poll() is None:
             raw.finish(timeout=0.1)
         result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
@@ -386,7 +400,7 @@ NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s"
                        "pods_bound",
                        "gangs_whole", "gangs_partial", "gang_bind_spread_max_s", "max_gpus_on_a_node",
                        "overcommitted_nodes", "scheduler_cpu_s", "scheduler_peak_rss_mb", "apiserver_cpu_s",
-                       "delete_s")
+                       "delete_s", "nodes_not_ready")
 
 
 def summarise(runs: list[Obj]) -> Obj:
@@ -444,6 +458,7 @@ def format_report(report: Obj) -> str:
     row("gangs partly bound at the end", "gangs_partial", ratio=False, raw=False)
     row("gang bind spread, max (s)", "gang_bind_spread_max_s", raw=False)
     row("max GPUs on one node", "max_gpus_on_a_node", ratio=False)
+    row("nodes seen NotReady during the run (kwok starved)", "nodes_not_ready", ratio=False)
     row("CPU time of the scheduler (raw: of its binds) (s)", "scheduler_cpu_s")
     row("peak RSS of the scheduler (MB)", "scheduler_peak_rss_mb")
     row("kube-apiserver CPU time in the run (s)", "apiserver_cpu_s")
@@ -650,7 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "gang_max": args.gang_max, "queues": args.queues, "qps": args.qps, "burst": burst,
                   "cycle_period": args.cycle_period, "podgroups": args.podgroups, "schedulers": schedulers,
                   "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile, "raw": not args.no_raw}
-    cp = ControlPlane(bindir=ensure_binaries())
+    cp = ControlPlane(bindir=ensure_binaries(), controller_manager_args=CONTROLLER_MANAGER_ARGS)
     try:
         cp.start()
         if args.starts:

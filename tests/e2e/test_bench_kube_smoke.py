@@ -60,6 +60,7 @@ RESULT_KEYS = {
     "scheduler_cpu_s",
     "scheduler_peak_rss_mb",
     "apiserver_cpu_s",
+    "nodes_not_ready",
     "runs",
     "all_bound_every_run",
 }
@@ -97,6 +98,7 @@ def test_every_pod_bound_by_both(report: dict[str, Any]) -> None:
         assert run["overcommitted_nodes"] == 0
         assert run["max_gpus_on_a_node"] <= 8
         assert run["gangs_whole"] == 2 and run["gangs_partial"] == 0
+        assert run["nodes_not_ready"] == 0  # counted by a watch on the nodes during the run
 
 
 def test_the_raw_loop_binds_with_kaids_concurrency(report: dict[str, Any]) -> None:
