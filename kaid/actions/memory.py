@@ -13,7 +13,10 @@ the reasons it said, so the jobs after it see the same budget and the decisions 
 
 Conservative by construction: any change to any node, pod, job, queue, budget or the config changes the
 fingerprint and every job is searched again. The clock enters only through what it decides, and the memory ends
-when one of those could turn: a victim's min-runtime protection running out, a releasing pod becoming stuck.
+when one of those could turn: a victim's min-runtime protection running out, a releasing pod becoming stuck. The
+victims' cost, GPU-seconds of progress lost, grows with the clock too, but no vain search reads it: first-fit takes
+victims in KAI's order (queues and job order, no running time) and only a search that found victims goes on to the
+cheaper set (``evictions._cheaper``), so the order of two victims' costs flipping cannot make a vain search succeed.
 """
 
 from __future__ import annotations

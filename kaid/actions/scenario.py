@@ -6,7 +6,8 @@ the pending job is placed. What is left evicted must then pass the action's rule
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
@@ -32,6 +33,9 @@ class Attempt:
     batch: list[Pod]
     request: Vec  # for fair share and the rules (gpu-memory sized on the smallest GPU)
     message: Callable[[Unit], str] = field(default=lambda u: "")
+    # queue -> its jobs with a pending pod when the attempt began: no scenario places one that is not a victim,
+    # and each scenario starts from the session as the attempt found it but for evictions (``waiting_in``)
+    waiting: dict[str, list[Job]] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,25 +108,21 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
-    waiting = [j for q in involved for j in session.jobs_in(q)
-               if j.key not in victims and j is not att.job and not j.errors
-               and any(p.status == PodStatus.PENDING for p in j.pods)]
+    waiting = [j for q in involved for j in waiting_in(session, att, q) if j.key not in victims and j is not att.job]
     order = job_order(session, [*victims.values(), att.job, *waiting])
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
     moved: list[Pod] = []
-    left = len(victims) + 1  # once the job and every victim had their turn, the others' turns change nothing
-    away = _away_from_rest(session, att)
+    away: bytearray | None = None
     try:
-        while left and (job := order.pop()) is not None:
+        for job in turns(order, [*victims.values(), att.job]):
             if job is att.job:
-                left -= 1
                 placed = _place(session, att, job, att.batch)
                 if placed is None:
                     return None
-            elif job.key in victims:
-                left -= 1
+                away = _away_from_rest(session, att)
+            else:
                 after = placed is not None and att.action != Action.CONSOLIDATE
                 moved += _take_back(session, att, job, units if after else [], away if after else None)
     finally:
@@ -136,6 +136,39 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                 above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
+
+
+def waiting_in(session: Session, att: Attempt, queue: str) -> list[Job]:
+    """The jobs of ``queue`` with a pending pod, as the attempt found them (kept in ``att.waiting``)."""
+    known = att.waiting.get(queue)
+    if known is None:
+        known = att.waiting[queue] = [j for j in session.jobs_in(queue)
+                                      if not j.errors and any(p.status == PodStatus.PENDING for p in j.pods)]
+    return known
+
+
+def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
+    """The ``involved`` jobs of a scenario (the victims' and the pending one) as their turns come in ``order``,
+    each handed out once the session shows what the turns before it did. The other jobs' turns change nothing (a
+    scenario places no one else): they are popped only while their place in the order can decide which of the
+    involved jobs comes next; once those left all wait in one leaf queue, they come in that queue's order (a leaf
+    hands out its jobs in the order they were pushed) without the pops before them."""
+    left = {id(j) for j in involved}
+    leaves = Counter(j.queue for j in involved)
+    while left:
+        if len(leaves) == 1:
+            (queue,) = leaves
+            yield from [j for j in order.leaves.get(queue, []) if id(j) in left]
+            return
+        job = order.pop()
+        if job is None:
+            return
+        if id(job) in left:
+            left.discard(id(job))
+            leaves[job.queue] -= 1
+            if not leaves[job.queue]:
+                del leaves[job.queue]
+            yield job
 
 
 def _restore(session: Session, moved: list[Pod]) -> list[Pod]:

@@ -1,0 +1,69 @@
+"""A scenario's turns (``kaid.actions.scenario.turns``) skip the pops of the jobs it places no one of, and change
+no decision: on random clusters and several cycles, the decisions are those of the plain reading, which pops every
+job of the order and serves the involved ones as they come (issue 15: most of a reclaim scenario's time went to
+popping the waiting jobs ahead of the pending one)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import event, given
+
+from kaid.actions import scenario
+from kaid.actions.order import ByQueue
+from kaid.cycle import Decisions, run_cycle
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Job
+from kaid.sim.apply import apply
+from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
+from tests.test_search_memory import _digest
+
+
+def every_turn(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
+    """The plain reading: pop every job in turn until each involved one had its turn."""
+    left = {id(j) for j in involved}
+    while left and (job := order.pop()) is not None:
+        if id(job) in left:
+            left.discard(id(job))
+            yield job
+
+
+def _run(case: Case, cycles: int) -> list[Decisions]:
+    cfg = case.cfg
+    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
+    if case.broken:
+        world = break_a_gang(world)
+    out = []
+    for n in range(cycles):
+        t = NOW + n * cfg.cyclePeriodSeconds
+        d = run_cycle(build_snapshot(world, cfg, t), cfg)
+        out.append(d)
+        apply(world, d, t)
+    return out
+
+
+@SETTINGS
+@given(case=cases())
+def test_turns_decide_as_every_pop(case: Case) -> None:
+    skipped = [0]
+    short = scenario.turns
+
+    def counted(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
+        before = sum(len(jobs) for jobs in order.leaves.values())
+        served = 0
+        for job in short(order, involved):
+            served += 1
+            yield job
+        skipped[0] += before - sum(len(jobs) for jobs in order.leaves.values()) < served
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "turns", counted)
+        fast = _run(case, 4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "turns", every_turn)
+        plain = _run(case, 4)
+    event(f"scenarios that skipped pops: {'some' if skipped[0] else 'none'}")
+    for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
+        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"
