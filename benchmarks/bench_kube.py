@@ -102,8 +102,9 @@ def _fresh_namespace(cp: ControlPlane, wl: Workload, scheduler: str, opts: Optio
 
 
 def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_id: str,
-             log: Callable[[str], None]) -> Obj:
-    """One measured run of ``scheduler`` on a fresh namespace; the namespace is gone when it returns."""
+             log: Callable[[str], None], clean_up: bool = True) -> Obj:
+    """One measured run of ``scheduler`` on a fresh namespace; the namespace is gone when it returns (``clean_up``;
+    the last run's goes with the control plane)."""
     client = admin_client(cp)
     namespace, gangs, precreate, pods = _fresh_namespace(cp, wl, scheduler, opts, f"bench-kube-{run_id}")
     result: Obj = {"scheduler": scheduler, "run": run_id, "namespace": namespace, "pods": len(pods)}
@@ -157,11 +158,13 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
             if comp is not None:
                 _keep_log(opts, comp.log, f"kube-scheduler-{run_id}.log")
             cp.stop_kube_scheduler()
-        result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
+        if clean_up:
+            result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
     return result
 
 
-def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Callable[[str], None]) -> Obj:
+def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Callable[[str], None],
+            clean_up: bool = True) -> Obj:
     """The ceiling, on the same control plane: the same pods (a schedulerName nobody serves), bound by a bare loop
     of ``pods/binding`` calls through kaid's actuator and client, with kaid's identity, QPS, burst and bind workers,
     ``GPUS_PER_NODE`` pods per node in order; no scheduling. Timed by the same watch as the schedulers."""
@@ -211,7 +214,8 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
             result["nodes_not_ready"] = node_watch.close()
         if raw is not None and raw.process.poll() is None:
             raw.finish(timeout=0.1)
-        result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
+        if clean_up:
+            result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
     return result
 
 
@@ -549,12 +553,15 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     log = progress(not opts.progress, "bench_kube")
     load_before = _begin(cp, wl, schedulers, log)
     runs: list[Obj] = []
+    total = repeat * (len(schedulers) + raw)
     for r in range(repeat):
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
         for sched in order:
-            runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log))
+            last = len(runs) + 1 == total  # its namespace goes with the control plane: no wait for its deletion
+            runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log,
+                                 clean_up=not last))
         if raw:
-            runs.append(run_raw(cp, wl, opts, f"raw{r}", log))
+            runs.append(run_raw(cp, wl, opts, f"raw{r}", log, clean_up=len(runs) + 1 < total))
     results = summarise(runs)
     k, s, w = results.get("kaid", {}), results.get("kube-scheduler", {}), results.get(RAW, {})
     ratios = {key: _ratio(k.get(key), s.get(key)) for key in ("pods_per_s", "pods_per_s_binding", "all_bound_s",
