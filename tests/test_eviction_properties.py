@@ -403,9 +403,22 @@ ELASTIC_RECLAIMER_GANG_VICTIM = _fixed([
     ("p0", "t01", 1, "train", 2, "0.25a"), ("p1", "t00", 3, "train", 3, "0.5p"), ("p2", "t10", 1, "train", 3, "2b"),
     ("p3", "t00", 1, "train", 1, "0.5p")], {}, "greedy", broken=True)
 
+# A fixed example of a victim's second pod making a consolidation possible (issue 15): for p1-1 (a quarter, pool a)
+# consolidation evicts both pods of r7 (two quarters, minMember 1: r7-1 on n1, r7-0 on n2); KAI's turn for r7 places
+# one pod and leaves the other evicted, so there is no plan. Had r7-1 stayed in its place and r7-0 been placed as
+# well, r7-0 would move onto n1's idle GPU, which p2 (three halves) needs two cycles later: moved a second time. In
+# consolidation a victim's turn gives back as many pods as KAI's, those that can stay in their places first.
+ELASTIC_VICTIM_CONSOLIDATED = _fixed([
+    ("r0", "t01", 1, "train", 1, "0.25"), ("r1", "t01", 1, "train", 1, "0.5b"), ("r2", "t01", 1, "train", 1, "0.25b"),
+    ("r3", "t00", 2, "train", 3, "0.25"), ("r4", "t01", 2, "train", 2, "1"), ("r5", "t01", 1, "train", 1, "0.25a"),
+    ("r6", "t01", 2, "train", 2, "2a"), ("r7", "t00", 1, "train", 2, "0.25"), ("p0", "t00", 1, "train", 1, "0.5p"),
+    ("p1", "t10", 1, "train", 2, "0.25a"), ("p2", "t00", 3, "train", 3, "0.5p"), ("p3", "t10", 1, "train", 3, "2b")],
+    {}, "cpsat", broken=True)
+
 
 @SETTINGS
 @example(case=ELASTIC_RECLAIMER)
+@example(case=ELASTIC_VICTIM_CONSOLIDATED)
 @example(case=ELASTIC_RECLAIMER_GANG_VICTIM)
 @given(case=cases())
 def test_no_oscillation(case: Case) -> None:
@@ -425,8 +438,27 @@ UNANNOTATED = Case([node("n0", gpus=4), queue("org"), queue("d0", "org", gpu=(2,
                SchedulerConfig(), spread=False, broken=False)
 
 
+# A fixed example of a gang moved whole by consolidation (issue 15): r0 (two 1-GPU pods, minMember 2) fills n1, the
+# only pool-b node; p0 (a quarter, pool b) and then p1 (a whole GPU, pool b) need it. For p0, r0 was placed again as
+# one batch: r0-0 took r0-1's place (p0-0 had taken r0-0's) and r0-1 went to n0, so r0-0 moved for nothing and was
+# moved again for p1. Now r0-1 stays where it is, r0-0 moves for p0 and r0-1 for p1: each pod once.
+GANG_MOVED_WHOLE = Case(
+    [node("n0", gpus=4, labels={"pool": "a"}), node("n1", gpus=2, labels={"pool": "b"}), queue("org"),
+     *[queue(q, parent, gpu=(0, -1, 1)) for q, parent in (("d0", "org"), ("d1", "org"), ("t00", "d0"), ("t01", "d0"),
+                                                          ("t10", "d1"), ("t11", "d1"))],
+     podgroup("r0", "t00", 2, priority_class="train"), pod("r0-0", gpus=1, group="r0"), pod("r0-1", gpus=1, group="r0"),
+     *[o for k in (1, 2) for o in (podgroup(f"r{k}", "t00", priority_class="train"),
+                                   pod(f"r{k}-0", group=f"r{k}", annotations={c.GPU_FRACTION_ANNOTATION: "0.25"},
+                                       nodeSelector={"pool": "a"}))]],
+    [podgroup("p0", "t10", priority_class="train"),
+     pod("p0-0", group="p0", annotations={c.GPU_FRACTION_ANNOTATION: "0.25"}, nodeSelector={"pool": "b"}),
+     podgroup("p1", "t10", priority_class="train"), pod("p1-0", gpus=1, group="p1", nodeSelector={"pool": "b"})],
+    SchedulerConfig.model_validate({"cyclePeriodSeconds": 20, "staleGangGraceSeconds": -1}), spread=False, broken=False)
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=not EXPLORE)
 @example(case=UNANNOTATED)
+@example(case=GANG_MOVED_WHOLE)
 @given(case=cases())
 def test_no_oscillation_unannotated_devices(case: Case) -> None:
     check_no_oscillation(simulate(case, strip_devices=True))

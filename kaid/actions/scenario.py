@@ -115,6 +115,8 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     placed: Placements | None = None
     moved: list[Pod] = []
     away: bytearray | None = None
+    served: set[str] = set()  # the victims whose turn came
+    to_place: dict[str, int] = {}  # consolidation: how many pods each victim's turn still places
     try:
         for job in turns(order, [*victims.values(), att.job]):
             if job is att.job:
@@ -122,9 +124,15 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                 if placed is None:
                     return None
                 away = _away_from_rest(session, att)
+                if att.action == Action.CONSOLIDATE:
+                    to_place = _stay(session, att, [u for u in units if u.job.key not in served])
             else:
-                after = placed is not None and att.action != Action.CONSOLIDATE
-                moved += _take_back(session, att, job, units if after else [], away if after else None)
+                served.add(job.key)
+                if job.key in to_place:
+                    moved += _take_back(session, att, job, [], None, to_place[job.key])
+                else:
+                    after = placed is not None
+                    moved += _take_back(session, att, job, units if after else [], away if after else None)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -182,26 +190,57 @@ def _restore(session: Session, moved: list[Pod]) -> list[Pod]:
         left = [p for p in left if p not in back]
 
 
-def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit],
-               region: bytearray | None) -> list[Pod]:
+def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], region: bytearray | None,
+               turn: int | None = None) -> list[Pod]:
     """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
-    victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere); returns the
-    moved pods. Its pods among ``units`` (given once the job is placed, in reclaim and preempt) that can go back
-    do so first, so that a gang moved because it lost a pod where the job lands keeps its other pods in their
-    places (placed as one batch, a gang mate could take such a place and move the pod that held it; issue 15);
-    if the rest cannot be placed, none goes back here."""
+    victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere), at most
+    ``turn`` of them (None: as many as ``gangs.tasks_to_allocate`` gives); returns the moved pods. Its pods among
+    ``units`` (given once the job is placed, in reclaim and preempt) that can go back do so first, so that a gang
+    moved because it lost a pod where the job lands keeps its other pods in their places (placed as one batch, a
+    gang mate could take such a place and move the pod that held it; issue 15); if the rest cannot be placed,
+    none goes back here."""
     cp = session.checkpoint()
     for p in (p for u in units if u.job is job for p in u.pods):
-        one = session.checkpoint()
-        if p.status == PodStatus.EVICTED and session.restore(p) and above_limit(att.queue, att.request):
-            session.rollback(one)  # back, it would lift the job's queues above a limit (as in ``_replace``)
+        _back(session, att, p)
     batch = gangs.tasks_to_allocate(job, WAITING)
+    if turn is not None:
+        batch = batch[:turn]
     if not batch:
         return []
     back = _place(session, att, job, batch, region)
     if back is None:
         session.rollback(cp)
     return [p for p, _, _ in back or []]
+
+
+def _stay(session: Session, att: Attempt, units: list[Unit]) -> dict[str, int]:
+    """Consolidation, once the job is placed: before any victim still waiting for its turn is placed anew, each
+    keeps in their places the pods of ``units`` that can stay, as many as its turn would place (KAI's turn,
+    ``gangs.tasks_to_allocate``); returns per victim job how many pods its turn still places. A gang evicted whole
+    and placed again as one batch moved a pod onto its mate's place (issue 15), and a victim placed anew before
+    another's turn could take the place that victim's pod could have stayed in. No more than KAI's turn: an
+    elastic victim's second pod, which KAI leaves evicted, must not make a plan possible that KAI's does not."""
+    turns: dict[str, int] = {}
+    for u in units:
+        key = u.job.key
+        if key not in turns:  # before any of its pods is back
+            turns[key] = len(gangs.tasks_to_allocate(u.job, WAITING))
+        for p in u.pods:
+            if turns[key] > 0 and _back(session, att, p):
+                turns[key] -= 1
+    return turns
+
+
+def _back(session: Session, att: Attempt, pod: Pod) -> bool:
+    """An evicted victim pod back in its place, if that is free and the job's queues stay within their limits with
+    it (as in ``_replace``)."""
+    one = session.checkpoint()
+    if pod.status != PodStatus.EVICTED or not session.restore(pod):
+        return False
+    if above_limit(att.queue, att.request):
+        session.rollback(one)
+        return False
+    return True
 
 
 def _away_from_rest(session: Session, att: Attempt) -> bytearray | None:
