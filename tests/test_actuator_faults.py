@@ -143,3 +143,24 @@ def test_a_bind_for_a_node_that_went_away_is_not_sent() -> None:
         assert len(client.sent) == 1
     finally:
         actuator.close()
+
+
+def test_failed_binds_of_single_pods_are_summed_up_for_the_cycle_log() -> None:
+    """A single pod's failed bind raises no gang warning: the cycle's log line says it (bench_kube's tail of pods
+    left by the first full cycle was binds refused for nodes gone NotReady, seen nowhere but in events)."""
+    sick = {"node-1": "node node-1 is not Ready", "node-2": "node node-2 is not Ready"}
+    client = ScriptedClient([_err(422, "invalid")])
+    actuator = Actuator(client, workers=1, node_problem=sick.get)  # type: ignore[arg-type]
+
+    def single(pod: str, node: str) -> Bind:
+        return Bind(f"ns/{pod}", node, f"ns/{pod}-job", "q", (), None, 1000, "allocate", None, ())
+
+    try:
+        out = actuator.bind([single("a", "node-0"), *(single(f"b{i}", "node-1") for i in range(3)),
+                             single("c", "node-0"), *(single(f"d{i}", "node-2") for i in range(2))])
+    finally:
+        actuator.close()
+    assert [b.pod for b in out.bound] == ["ns/c"] and out.partly_bound == []
+    assert out.failures() == ("6 binds failed: 3 x node node-1 is not Ready; 2 x node node-2 is not Ready; "
+                              "1 x 422 invalid")
+    assert out.failures(shown=1) == "6 binds failed: 3 x node node-1 is not Ready; 2 other reasons"

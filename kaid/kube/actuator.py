@@ -73,6 +73,17 @@ class ApplyResult:
     reserving: list[Bind] = field(default_factory=list)  # sent to the SharedBinder: bound (or not) later
     shared_bound: list[Bind] = field(default_factory=list)  # shared-GPU binds of earlier cycles done since
 
+    def failures(self, shown: int = 3) -> str:
+        """The failed binds in one line, for the cycle's log: how many, and the commonest reasons with their counts
+        (a single pod's failed bind is otherwise told only by its BindingError event, the pod left pending)."""
+        counts: dict[str, int] = defaultdict(int)
+        for _, reason in self.failed:
+            counts[reason] += 1
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: equal counts in the order they came
+        text = "; ".join(f"{n} x {reason}" for reason, n in ranked[:shown])
+        more = f"; {len(ranked) - shown} other reasons" if len(ranked) > shown else ""
+        return f"{len(self.failed)} binds failed: {text}{more}"
+
 
 def _split(key: str) -> tuple[str, str]:
     ns, name = key.split("/", 1)

@@ -333,6 +333,8 @@ class Daemon:
         self.early_bound = [b.pod for b in applied.bound]
         t3 = time.monotonic()
         self.cycles += 1
+        if applied.failed:
+            log.warning("cycle %d: %s", self.cycles, applied.failures())
         phases = {"snapshot": t1 - started, "decide": t2 - t1, "apply": t3 - t2}
         self.early_observed = (snap, decisions, applied, phases, t3 - started)
         log.info("cycle %d: %d bound, 0 evicted, 0 pipelined, %d pending (%.0f ms); early, while the pod list "
@@ -409,6 +411,8 @@ class Daemon:
             log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,
                      len(applied.bound), len(applied.evicted), len(decisions.pipelined), len(decisions.pending),
                      (t4 - started) * 1000)
+        if applied.failed:  # their pods stay pending: the next cycles place them again
+            log.warning("cycle %d: %s", self.cycles, applied.failures())
         return decisions
 
     def _observe_usage(self, snap: Snapshot) -> None:
