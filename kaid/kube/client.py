@@ -27,6 +27,11 @@ from kaid.kube.auth import Auth, AuthError
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.kube.client")
+# Connections kept open to the API server. kaid's one client has, at once, a watch per informer (up to 18, each held
+# for minutes), its bind workers (up to 32: kaid.kube.actuator.bind_workers) and a few more (leader election, reads);
+# urllib3 closes each connection handed back beyond this many, with a warning ("Connection pool is full, discarding
+# connection": 13-14 times per bench_kube run at 32), and later requests pay a new TLS handshake.
+POOL_CONNECTIONS = 64
 
 
 class ApiError(Exception):
@@ -101,7 +106,7 @@ class KubeClient:
             self._ssl = _tls_context_pem(self._ca_pem, self._ca, pem, self._verify)
         elif self._ssl is None:
             self._ssl = _tls_context(self._ca, self._cert, self._key, self._verify)
-        return urllib3.PoolManager(maxsize=32, retries=False, ssl_context=self._ssl,
+        return urllib3.PoolManager(maxsize=POOL_CONNECTIONS, retries=False, ssl_context=self._ssl,
                                    cert_reqs="CERT_REQUIRED" if self._verify else "CERT_NONE")
 
     def _connections(self) -> urllib3.PoolManager:
