@@ -5,8 +5,9 @@ The actions differ only in their ``Rules``: who may evict, whom, and what must h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import count
 from typing import Protocol
 
 from kaid.actions import gangs
@@ -42,7 +43,9 @@ class Rules(Protocol):
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         """Whether a scenario that placed the job keeps the action's rules."""
 
-    def message(self, session: Session, att: Attempt, unit: Unit) -> str: ...
+    def message(self, session: Session, att: Attempt, unit: Unit) -> str:
+        """What the victims of ``unit`` are told, with the numbers as the attempt found them (it is asked when a
+        scenario evicts them, after other victims of the attempt)."""
 
     def limit(self, session: Session, att: Attempt, search: Search) -> None:
         """Linear bounds for the solver (a relaxation: every solution is checked by ``valid`` too)."""
@@ -175,13 +178,13 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> boo
         _record(session, att, Found([], free, "none"))
         return True
     search, protected = _search(session, rules, att, pool)
-    if not search.units:
+    if search.unit(0) is None:
         _explain(session, rules, att, search, protected)
         return False
-    texts = {id(u): rules.message(session, att, u) for u in search.units}  # the numbers before any eviction
-    att.message = lambda u: texts.get(id(u)) or rules.message(session, att, u)
-    found = _first_found(session, rules, att, search)
-    if found is not None and rules.solver and _solver_applies(session, att):
+    att.message = lambda u: rules.message(session, att, u)  # the numbers before any eviction (``Rules.message``)
+    cheaper = rules.solver and _solver_applies(session, att)
+    found = _first_found(session, rules, att, search, cheaper)
+    if found is not None and cheaper:
         found = _cheaper(session, rules, att, search, found)
     if found is None and (session.scenarios_left <= 0 or session.search_left <= 0):
         session.say(att.job, Reason(
@@ -199,13 +202,16 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> boo
 
 
 def _explain(session: Session, rules: Rules, att: Attempt, search: Search, protected: int) -> None:
+    _whole(session, rules, att, search)
     why = rules.explain(session, att, search, protected)
     if why is not None:
         session.say(att.job, why)
 
 
 def _search(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
-    """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``)."""
+    """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``), drawn as they are read:
+    the order is the one of the cluster as the search found it (``ByQueue.frozen``), however many victims were
+    evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all."""
     victims = [j for j in pool if j is not att.job and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
     protected = 0
@@ -215,20 +221,32 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tu
         protected += young
         if units:
             per_job[job.key] = units
-    order = job_order(session, [session.snap.jobs[k] for k in per_job], victims=True)
-    sequence: list[Unit] = []
+    order = job_order(session, [session.snap.jobs[k] for k in per_job], victims=True, frozen=True)
     useful = _useful(session, att)
-    while (victim := order.pop()) is not None:
-        unit = per_job[victim.key].pop(0)
-        if useful(unit) or per_job[victim.key]:
-            sequence.append(unit)
-        if per_job[victim.key]:
-            order.push(victim)
-    search = Search(sequence)
-    link(sequence)
+
+    def draw() -> Iterator[Unit]:
+        while (victim := order.pop()) is not None:
+            units = per_job[victim.key]
+            unit = units.pop(0)
+            if units:
+                order.push(victim)  # before the unit is handed out (and perhaps evicted)
+            if useful(unit) or units:
+                yield unit
+
+    return Search([], more=draw(), guards=list(session.snap.budgets)), protected
+
+
+def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None:
+    """Draw every unit of the search, then rank them (``link``), list the budgets over them and add the action's
+    bounds (``Rules.limit``), as the solver and the explanations need; with the session as the search found it."""
+    if search.whole:
+        return
+    search.draw_all()
+    search.whole = True
+    link(search.units)
+    search.budgets = []
     add_budgets(search, session.snap.budgets)
     rules.limit(session, att, search)
-    return search, protected
 
 
 def _known_queue(session: Session, job: Job) -> bool:
@@ -249,14 +267,17 @@ def _useful(session: Session, att: Attempt) -> Callable[[Unit], bool]:
     return useful
 
 
-def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -> Found | None:
+def _first_found(session: Session, rules: Rules, att: Attempt, search: Search, whole: bool) -> Found | None:
     """Take units in KAI's order until a scenario works (KAI's own answer); then drop the units that share no
-    node with the job and were not needed."""
+    node with the job and were not needed (``whole``: with every unit drawn first, for the solver after)."""
     start = session.checkpoint()
     chosen: list[int] = []
     valid = _validator(session, rules, att)
     room = Room(session, att, rules.moves)
-    for i, unit in enumerate(search.units):
+    for i in count():
+        unit = search.unit(i)
+        if unit is None:
+            break
         if (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
             continue
         chosen.append(i)
@@ -270,6 +291,10 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search) -
         out = settle(session, att, [search.units[j] for j in chosen], valid)
         if out is not None:
             out.start = start
+            if whole:
+                done = session.undo(start)
+                _whole(session, rules, att, search)
+                session.redo(done)
             return _pruned(session, rules, att, search, Found(chosen, out, "first-fit"), valid)
     session.rollback(start)
     return None

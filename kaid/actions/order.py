@@ -95,6 +95,10 @@ class ByQueue:
     request: Callable[[Job], Vec]
     held: Callable[[Job], Vec]
     victims: bool = False
+    # the order as the cluster stood when it was made, whatever happens to it while its jobs are handed out: the
+    # queues' allocations, each job's key and what each job holds are read once (a victim search hands out its
+    # victims one at a time, evicting some before it asks for the next: ``evictions._search``)
+    frozen: bool = False
     # each leaf's jobs, in serving order (``victims``: the reverse); the head is served next
     leaves: dict[str, list[Job]] = field(default_factory=dict)
     _keys: dict[str, list[tuple[int, int, float, str]]] = field(default_factory=dict)  # job_key of each, ascending
@@ -105,9 +109,22 @@ class ByQueue:
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
     _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
     _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
+    _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
+    _job_keys: dict[int, tuple[int, int, float, str]] = field(default_factory=dict)  # ``frozen``: id(job) -> key
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
+        if self.frozen:
+            self._allocated = {name: list(q.allocated) for name, q in self.queues.items()}
+            held, known = self.held, dict[int, Vec]()
+
+            def held_then(job: Job) -> Vec:
+                value = known.get(id(job))
+                if value is None:
+                    value = known[id(job)] = held(job)
+                return value
+
+            self.held = held_then
 
     def push_all(self, jobs: Iterable[Job]) -> None:
         for job in jobs:
@@ -119,7 +136,11 @@ class ByQueue:
             return
         jobs = self.leaves.setdefault(job.queue, [])
         keys = self._keys.setdefault(job.queue, [])
-        key = job_key(job)
+        if self.frozen:
+            known = self._job_keys.get(id(job))
+            key = known if known is not None else self._job_keys.setdefault(id(job), job_key(job))
+        else:
+            key = job_key(job)
         at = bisect_right(keys, key)  # job keys are unique (they end with the job's key)
         keys.insert(at, key)
         jobs.insert(len(jobs) - at if self.victims else at, job)
@@ -209,7 +230,8 @@ class ByQueue:
             caps = self._caps.get(q.name)
             if caps is None:
                 caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
-            e.key = _key(e.side, self.total, caps)
+            held = q.allocated if self._allocated is None else self._allocated[q.name]
+            e.key = _key(e.side, self.total, caps, held)
         self._entries[q.name] = e
         return e
 
@@ -240,15 +262,16 @@ def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, in
     return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
 
 
-def _key(side: Side, total: Vec, caps: tuple[int, int, int]) -> tuple[int, int, int, int, float, float]:
+def _key(side: Side, total: Vec, caps: tuple[int, int, int],
+         held: list[int]) -> tuple[int, int, int, int, float, float]:
     """The rules of the queue order that look at one side at a time, as a key: where two keys differ, the
     first rule that tells the sides apart is the first element that differs. ``caps``: ``allocatable`` of the
-    side's queue per resource (fixed for the cycle). One pass over the resources (it runs for every queue on the
-    way at every pop): not over its fair share, within its deserved share with the request, no request for
-    what it has no share of, the dominant share with the request less the victims given and without it; a
-    resource with nothing allocatable counts 1000 times what it holds."""
+    side's queue per resource (fixed for the cycle), ``held`` what it holds. One pass over the resources (it runs
+    for every queue on the way at every pop): not over its fair share, within its deserved share with the
+    request, no request for what it has no share of, the dominant share with the request less the victims given
+    and without it; a resource with nothing allocatable counts 1000 times what it holds."""
     q = side.queue
-    held, req, given, quota, fair = q.allocated, side.request, side.given, q.quota, q.fair
+    req, given, quota, fair = side.request, side.given, q.quota, q.fair
     over = fair[0] < held[0] and fair[1] < held[1] and fair[2] < held[2]
     within, zero_share = True, False
     share_with = share = 0.0

@@ -56,10 +56,13 @@ class ReclaimRules:
                            [(session.snap.queues[q], amounts) for q, amounts in taken.items()], self.before)
 
     def message(self, session: Session, att: Attempt, unit: Unit) -> str:
+        """With the allocations as the attempt found them (before any eviction of its scenarios)."""
         q, w = att.queue, unit.queue
+        assert self.before is not None
+        held = self.before.allocated
         r = GPU if att.request[GPU] else next((r for r in range(3) if att.request[r]), GPU)
-        return (f"reclaimed for {att.job.key}: queue {q.name} has {fmt(r, q.allocated[r])} allocated against a fair "
-                f"share of {fmt(r, q.fair[r])}, queue {w.name} has {fmt(r, w.allocated[r])} against "
+        return (f"reclaimed for {att.job.key}: queue {q.name} has {fmt(r, held[q.name][r])} allocated against a "
+                f"fair share of {fmt(r, q.fair[r])}, queue {w.name} has {fmt(r, held[w.name][r])} against "
                 f"{fmt(r, w.fair[r])}")
 
     def limit(self, session: Session, att: Attempt, search: Search) -> None:

@@ -66,9 +66,10 @@ def held_by(job: Job) -> Vec:
             sum(p.cpu for p in pods), sum(p.mem for p in pods))
 
 
-def job_order(session: Session, jobs: list[Job], victims: bool = False) -> ByQueue:
-    """``jobs`` in KAI's order of queues and jobs (``victims``: the order victims are taken in)."""
-    order = ByQueue(session.snap.queues, session.total, request_of(session), held_by, victims)
+def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False) -> ByQueue:
+    """``jobs`` in KAI's order of queues and jobs (``victims``: the order victims are taken in; ``frozen``: as the
+    session stands now, whatever it does later)."""
+    order = ByQueue(session.snap.queues, session.total, request_of(session), held_by, victims, frozen)
     order.push_all(jobs)
     return order
 

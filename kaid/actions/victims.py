@@ -12,6 +12,7 @@ finds the first set that works; CP-SAT then looks for a cheaper one, which must 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
@@ -55,13 +56,48 @@ class Constraint:
 
 @dataclass
 class Search:
+    """The candidates' eviction units in KAI's victim order. ``more`` draws the rest one at a time (``unit``):
+    first-fit reads them in order and most searches end within their scenario budget long before the last one;
+    the solver and the explanations need them all (``whole``)."""
+
     units: list[Unit]
     fair: list[Constraint] = field(default_factory=list)
     budgets: list[tuple[Budget, list[int], int]] = field(default_factory=list)  # (pdb, unit ids, pods each)
     home: dict[int, str] = field(default_factory=dict)  # id(pod) -> the node it runs on before the search
+    more: Iterator[Unit] | None = None  # the units not drawn yet, in order
+    guards: list[Budget] = field(default_factory=list)  # the budgets to check while drawing
+    whole: bool = False  # every unit drawn, ranked (``link``) and bounded (``evictions._whole``)
+    _last: dict[str, int] = field(default_factory=dict)  # job key -> index of its last unit drawn
 
     def __post_init__(self) -> None:
         self.home = {id(p): p.node or "" for u in self.units for p in u.pods}
+
+    def unit(self, i: int) -> Unit | None:
+        """The ``i``-th unit, drawn as far as needed (its ``prev`` and the budgets over it as ``link`` and
+        ``add_budgets`` set them); None when there are no more."""
+        while i >= len(self.units) and self.more is not None:
+            u = next(self.more, None)
+            if u is None:
+                self.more = None
+                break
+            at = len(self.units)
+            u.prev = self._last.get(u.job.key)
+            self._last[u.job.key] = at
+            self.units.append(u)
+            for p in u.pods:
+                self.home[id(p)] = p.node or ""
+            for b in self.guards:
+                if any(b.covers(p) for p in u.pods):
+                    entry = next((e for e in self.budgets if e[0] is b), None)
+                    if entry is None:
+                        self.budgets.append((b, [at], 0))
+                    else:
+                        entry[1].append(at)
+        return self.units[i] if i < len(self.units) else None
+
+    def draw_all(self) -> None:
+        while self.unit(len(self.units)) is not None:
+            pass
 
     def cost(self, chosen: list[int]) -> Cost:
         return cost([self.units[i] for i in chosen])

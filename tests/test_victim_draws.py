@@ -1,0 +1,115 @@
+"""A victim search draws its units in KAI's victim order as first-fit reads them (``victims.Search.unit``), after
+some of them were evicted, and only the solver and the explanations draw them all (``evictions._whole``): on random
+clusters and several cycles, the decisions are those of drawing every unit before any eviction, as the search did
+before (issue 15: at 4,000 nodes each reclaim search ordered every candidate, thousands of units, to read a few)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from kaid.actions import evictions
+from kaid.actions.evictions import Rules
+from kaid.actions.order import ByQueue, Vec
+from kaid.actions.scenario import Attempt
+from kaid.actions.session import Session
+from kaid.actions.victims import Search
+from kaid.cycle import Decisions, run_cycle
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Job, Queue
+from kaid.model.queues import charge
+from kaid.sim.apply import apply
+from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
+from tests.test_order import scenarios
+from tests.test_search_memory import _digest
+
+
+def _run(case: Case, cycles: int) -> list[Decisions]:
+    # greedy gangs: the solver would draw every unit of a search that found victims
+    cfg = case.cfg.model_copy(update={"placement": case.cfg.placement.model_copy(update={"gangSolver": "greedy"})})
+    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
+    if case.broken:
+        world = break_a_gang(world)
+    out = []
+    for n in range(cycles):
+        t = NOW + n * cfg.cyclePeriodSeconds
+        d = run_cycle(build_snapshot(world, cfg, t), cfg)
+        out.append(d)
+        apply(world, d, t)
+    return out
+
+
+@SETTINGS
+@given(case=cases())
+def test_drawing_units_as_read_decides_as_drawing_all_first(case: Case) -> None:
+    lazy = evictions._search
+    left = [0]  # searches that ended with units never drawn
+
+    def counted(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+        search, protected = lazy(session, rules, att, pool)
+        searches.append(search)
+        return search, protected
+
+    def eager(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+        search, protected = lazy(session, rules, att, pool)
+        evictions._whole(session, rules, att, search)  # every unit, with the session as the search found it
+        return search, protected
+
+    searches: list[Search] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions, "_search", counted)
+        drawn = _run(case, 4)
+    left[0] = sum(1 for s in searches if s.more is not None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions, "_search", eager)
+        first = _run(case, 4)
+    event(f"searches ended before their last unit: {'some' if left[0] else 'none'}")
+    for k, (a, b) in enumerate(zip(first, drawn, strict=True)):
+        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"
+
+
+def _hand_out(order: ByQueue, units: dict[str, int], between: Callable[[Job], None]) -> list[str]:
+    """Victims as ``_search`` draws them: a job is pushed back while it has units left."""
+    left = dict(units)
+    out = []
+    while (job := order.pop()) is not None:
+        out.append(job.key)
+        left[job.key] -= 1
+        if left[job.key]:
+            order.push(job)
+        between(job)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios(), st.data())
+def test_a_frozen_order_hands_out_what_it_would_have_at_once(
+        case: tuple[dict[str, Queue], list[Job], dict[str, Vec], bool, list[tuple[int, ...]]],
+        data: st.DataObject) -> None:
+    """Whatever changes between two pops of a frozen victim order (queues charged, a victim evicted: what it holds
+    and its key change), it hands out the victims as it would have with nothing changed."""
+    queues, jobs, vec, _, steps = case
+    leaves = [q for q in queues.values() if not q.children]
+    total: Vec = (16000, 64000, 64000)
+    held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
+    units = {j.key: data.draw(st.integers(1, 3)) for j in jobs}
+
+    def order(frozen: bool) -> ByQueue:
+        made = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], True, frozen)
+        made.push_all(jobs)
+        return made
+
+    at_once = _hand_out(order(False), units, lambda job: None)
+    moves = iter(steps)
+
+    def change(job: Job) -> None:
+        step = next(moves, (0,))
+        if step[0] == 1:
+            charge(leaves[step[1]], (step[2] * step[3], 0, 0), False)
+        held[job.key] = (0, 0, 0)  # its unit evicted
+        job.priority -= 1  # another key, were it asked again
+    assert _hand_out(order(True), units, change) == at_once
