@@ -1,7 +1,9 @@
 """A victim search draws its units in KAI's victim order as first-fit reads them (``victims.Search.unit``), after
-some of them were evicted, and only the solver and the explanations draw them all (``evictions._whole``): on random
-clusters and several cycles, the decisions are those of drawing every unit before any eviction, as the search did
-before (issue 15: at 4,000 nodes each reclaim search ordered every candidate, thousands of units, to read a few)."""
+some of them were evicted, and only the solver and the explanations draw them all (``evictions._whole``); the
+candidates' units are kept from one search to the next while none succeeded (``evictions.Pool``): on random clusters
+and several cycles, the decisions are those of working out every search's units afresh and drawing them all before
+any eviction, as the search did before (issue 15: at 4,000 nodes each reclaim search ordered every candidate,
+thousands of units, to read a few)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kaid.actions import evictions
-from kaid.actions.evictions import Rules
+from kaid.actions.evictions import Pool, Rules
 from kaid.actions.order import ByQueue, Vec
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
-from kaid.actions.victims import Search
+from kaid.actions.victims import Search, Unit, units_of
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Queue
@@ -49,23 +51,28 @@ def test_drawing_units_as_read_decides_as_drawing_all_first(case: Case) -> None:
     lazy = evictions._search
     left = [0]  # searches that ended with units never drawn
 
-    def counted(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+    def counted(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
         search, protected = lazy(session, rules, att, pool)
         searches.append(search)
         return search, protected
 
-    def eager(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+    def eager(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
         search, protected = lazy(session, rules, att, pool)
         evictions._whole(session, rules, att, search)  # every unit, with the session as the search found it
         return search, protected
+
+    def afresh(pool: Pool, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+        q = session.snap.queues[job.queue]
+        return units_of(job, q, session.snap.now, evictions.min_runtime(q, action))
 
     searches: list[Search] = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evictions, "_search", counted)
         drawn = _run(case, 4)
     left[0] = sum(1 for s in searches if s.more is not None)
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:  # the plain reading: every unit first, each search's units afresh
         mp.setattr(evictions, "_search", eager)
+        mp.setattr(Pool, "units_of", afresh)
         first = _run(case, 4)
     event(f"searches ended before their last unit: {'some' if left[0] else 'none'}")
     for k, (a, b) in enumerate(zip(first, drawn, strict=True)):

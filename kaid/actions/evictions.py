@@ -6,7 +6,7 @@ The actions differ only in their ``Rules``: who may evict, whom, and what must h
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Protocol
 
@@ -58,6 +58,30 @@ class Rules(Protocol):
 SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
 
+@dataclass
+class Pool:
+    """The jobs that may be anyone's victims in this action (``_victim_pool``), and their eviction units, kept from
+    one search to the next for the jobs none of whose pods an operation touched since: a job's units read only its
+    own pods, a vain search leaves the session as it found it, and a search never undoes an operation from before it
+    began, so the operations added since the units were worked out name every pod that changed."""
+
+    jobs: list[Job]
+    units: dict[int, tuple[list[Unit], int]] = field(default_factory=dict)  # id(job) -> (units_of's answer)
+    ops: int = 0  # len(session.ops) when ``units`` was last brought up to date
+
+    def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+        if self.ops != len(session.ops):
+            for op in session.ops[self.ops:]:
+                if op.pod.job is not None:
+                    self.units.pop(id(op.pod.job), None)
+            self.ops = len(session.ops)
+        known = self.units.get(id(job))
+        if known is None:
+            q = session.snap.queues[job.queue]
+            known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
+        return list(known[0]), known[1]
+
+
 @dataclass(slots=True)
 class Found:
     units: list[int]
@@ -86,7 +110,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
-    pool = _victim_pool(session)
+    pool = Pool(_victim_pool(session), ops=len(session.ops))
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -163,7 +187,7 @@ def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:
     return (job.queue, job.priority, job.preemptible, job.topology, tuple(pods))
 
 
-def _serve(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> bool:
+def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
     why = rules.blocked(session, att)
     if why is not None:
         if why is not SILENT:
@@ -208,16 +232,15 @@ def _explain(session: Session, rules: Rules, att: Attempt, search: Search, prote
         session.say(att.job, why)
 
 
-def _search(session: Session, rules: Rules, att: Attempt, pool: list[Job]) -> tuple[Search, int]:
+def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
     """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``), drawn as they are read:
     the order is the one of the cluster as the search found it (``ByQueue.frozen``), however many victims were
     evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all."""
-    victims = [j for j in pool if j is not att.job and rules.candidate(session, att, j)]
+    victims = [j for j in pool.jobs if j is not att.job and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
     protected = 0
     for job in victims:
-        q = session.snap.queues[job.queue]
-        units, young = units_of(job, q, session.snap.now, min_runtime(q, rules.action))
+        units, young = pool.units_of(session, job, rules.action)
         protected += young
         if units:
             per_job[job.key] = units

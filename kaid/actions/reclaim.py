@@ -3,7 +3,7 @@ work only, by KAI's rules (``reclaimable``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
 from kaid.actions.limits import fmt, limit_violation
@@ -26,12 +26,14 @@ class ReclaimRules:
     split_by_node: bool = False
     moves: bool = False
     before: Before | None = None
+    allowed: dict[str, bool] = field(default_factory=dict)  # victim queue -> its jobs are candidates, this attempt
 
     def serves(self, job: Job) -> bool:
         return True
 
     def blocked(self, session: Session, att: Attempt) -> Reason | None:
         self.before = Before.of(session.snap.queues.values())
+        self.allowed = {}
         if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
             return SILENT  # its own queue's limit blocks it (allocate said so); taking from others cannot help
         if att.job.preempt_never:
@@ -42,10 +44,16 @@ class ReclaimRules:
         return self._explain_block(att, why)
 
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
+        """KAI's filter reads the victim's queue only: asked once per queue and attempt (its search asks for every
+        running job of the cluster, before any eviction)."""
         if att.job.preempt_never or victim.queue == att.job.queue:
             return False
-        victim_q = session.snap.queues.get(victim.queue)
-        return victim_q is not None and victim_allowed(att.queue, victim_q, att.request)
+        known = self.allowed.get(victim.queue)
+        if known is None:
+            victim_q = session.snap.queues.get(victim.queue)
+            known = self.allowed[victim.queue] = victim_q is not None and victim_allowed(att.queue, victim_q,
+                                                                                        att.request)
+        return known
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         taken: dict[str, list[tuple[int, int, int]]] = {}
