@@ -27,9 +27,10 @@ as plain Kubernetes dicts (the simulator's ``gpu_node``, ``queue_obj`` and ``job
   or 8 GPUs. Pending preemptors (``--preemptors``) in the borrower queues: higher-priority jobs
   (``build-preemptible``, ``build``, ``inference``) in the same queues as the running low-priority work.
 
-For each solver (``placement.gangSolver`` = ``cpsat``: CP-SAT victims, first-fit as the fallback;
-``greedy``: first-fit victims) and each of ``--repeat`` repeats, in the same process, alternating which
-solver goes first: build a snapshot and time one ``run_cycle`` with every action, and one with only
+For each solver (``cpsat``: ``placement.victimSolver`` = ``cpsat``, CP-SAT victims with first-fit as the
+fallback; ``greedy``: the default ``first-fit``, KAI's victim order; gang placement is the default in both) and
+each of ``--repeat`` repeats, in the same process, alternating which solver goes first: build a snapshot and
+time one ``run_cycle`` with every action, and one with only
 ``allocate`` (on a full cluster it places nothing, so the difference is the cost of the eviction
 actions). The report has the GPUs and pods evicted, the GPUs placed onto them (pipelined), the
 decisions, and, per job that both solvers served, which evicted fewer GPUs. Then one untimed
@@ -404,7 +405,9 @@ def build_workload(nodes: int = 1000, reclaimers: int = 40, preemptors: int | No
 
 # ======================================================================================== measuring
 def config_for(solver: str, actions: Sequence[str] = ALL_ACTIONS) -> SchedulerConfig:
-    return SchedulerConfig.model_validate({"placement": PlacementConfig.model_validate({"gangSolver": solver}),
+    """``solver``: ``cpsat`` (CP-SAT victims) or ``greedy`` (first-fit victims, the default)."""
+    victims = "cpsat" if solver == "cpsat" else "first-fit"
+    return SchedulerConfig.model_validate({"placement": PlacementConfig.model_validate({"victimSolver": victims}),
                                            "actions": tuple(actions)})
 
 

@@ -99,7 +99,8 @@ def cases(draw: st.DrawFn) -> Case:
     cfg = SchedulerConfig.model_validate({
         "cyclePeriodSeconds": draw(st.sampled_from([20, 30, 60])),
         "staleGangGraceSeconds": draw(st.sampled_from([-1, 0, 60])),
-        "placement": {"gangSolver": draw(st.sampled_from(["cpsat", "greedy"])), "solverTimeLimitSeconds": 0.2},
+        "placement": {"gangSolver": (solver := draw(st.sampled_from(["cpsat", "greedy"]))),
+                      "victimSolver": "cpsat" if solver == "cpsat" else "first-fit", "solverTimeLimitSeconds": 0.2},
     })
     return Case(objs + early, late, cfg, draw(st.booleans()), draw(st.booleans()))
 

@@ -450,7 +450,7 @@ def _solver_applies(session: Session, att: Attempt) -> bool:
     first = att.batch[0]
     same = all((p.gpu_whole, p.cpu, p.mem, p.sig) == (first.gpu_whole, first.cpu, first.mem, first.sig)
                and not p.frac_devices for p in att.batch)
-    return session.cfg.placement.gangSolver == "cpsat" and same and att.job.topology is None
+    return session.cfg.placement.victimSolver == "cpsat" and same and att.job.topology is None
 
 
 def _cheaper(session: Session, rules: Rules, att: Attempt, search: Search, found: Found) -> Found:

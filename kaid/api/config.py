@@ -35,6 +35,11 @@ class PlacementConfig(BaseModel):
     # "cpsat": greedy first, CP-SAT when greedy fails or spreads a gang wider than needed.
     # "greedy": the greedy path alone (for comparison).
     gangSolver: Literal["cpsat", "greedy"] = "cpsat"
+    # Victims of reclaim, preempt and consolidate: "first-fit" takes the first valid set in KAI's victim order
+    # (newest job first), as KAI does; "cpsat" then searches for a set that loses less progress (GPU-seconds) and
+    # keeps it if it passes the same checks. Off by default: measured on benchmarks.bench_victims it lost no less
+    # (docs/compatibility.md, "Least-cost victims").
+    victimSolver: Literal["first-fit", "cpsat"] = "first-fit"
     solverTimeLimitSeconds: float = Field(0.5, gt=0, le=60)
     solverWorkers: int = Field(1, ge=1, le=16)
 
