@@ -20,11 +20,13 @@ from kaid.actions.order import ByQueue, Vec
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
 from kaid.actions.victims import Search, Unit, units_of
+from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Queue
 from kaid.model.queues import charge
 from kaid.sim.apply import apply
+from tests.objects import node, pod, podgroup, queue
 from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
 from tests.test_order import scenarios
 from tests.test_search_memory import _digest
@@ -120,3 +122,33 @@ def test_a_frozen_order_hands_out_what_it_would_have_at_once(
         held[job.key] = (0, 0, 0)  # its unit evicted
         job.priority -= 1  # another key, were it asked again
     assert _hand_out(order(True), units, change) == at_once
+
+
+def test_a_budget_that_allows_less_than_none_stops_every_set_as_before() -> None:
+    """A PodDisruptionBudget whose status allows fewer than 0 disruptions (only a hand-written snapshot has one)
+    fails every set of victims of a search it covers any unit of, the first units drawn included: the search draws
+    every unit at once then, as it did before it drew them as read."""
+    objs: list[dict[str, object]] = [
+        node("n0", gpus=2), queue("a", gpu=(0, -1, 1)), queue("b", gpu=(2, -1, 1)),
+        podgroup("old", "a", 1, priority_class="train", created="2025-12-31T00:00:00Z"),
+        podgroup("new", "a", 1, priority_class="train", created="2025-12-31T12:00:00Z"),
+        podgroup("wait", "b", 1, priority_class="train"),
+        pod("old-0", gpus=1, group="old", node_name="n0", labels={"app": "old"}, created="2025-12-31T00:00:00Z"),
+        pod("new-0", gpus=1, group="new", node_name="n0", created="2025-12-31T12:00:00Z"),
+        pod("wait-0", gpus=1, group="wait"),
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "old", "namespace": "default"},
+         "spec": {"selector": {"matchLabels": {"app": "old"}}}, "status": {"disruptionsAllowed": -1}}]
+    cfg = SchedulerConfig()
+    lazy = evictions._search
+
+    def eager(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
+        search, protected = lazy(session, rules, att, pool)
+        evictions._whole(session, rules, att, search)
+        return search, protected
+
+    drawn = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions, "_search", eager)
+        first = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    assert _digest(drawn) == _digest(first)
+    assert not first.evictions  # the budget stops the newer job's eviction too

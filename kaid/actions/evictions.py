@@ -256,7 +256,12 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
             if useful(unit) or units:
                 yield unit
 
-    return Search([], more=draw(), guards=list(session.snap.budgets)), protected
+    search = Search([], more=draw(), guards=list(session.snap.budgets))
+    if any(b.disruptions_allowed < 0 for b in search.guards):
+        # a budget that allows fewer than none fails every set of a search it covers any unit of (``budget_ok``),
+        # the first units drawn included: every unit at once, before any eviction
+        search.draw_all()
+    return search, protected
 
 
 def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None:
