@@ -180,11 +180,28 @@ def break_a_gang(objs: list[Obj]) -> list[Obj]:
     return objs
 
 
+def world_of(case: Case, cfg: SchedulerConfig) -> list[Obj]:
+    """The case's cluster at NOW: the early work running, the late work pending, a gang broken if asked."""
+    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
+    return break_a_gang(world) if case.broken else world
+
+
+def decisions_over(case: Case, cycles: int, cfg: SchedulerConfig | None = None) -> list[Decisions]:
+    """Each cycle's decisions, applied to the world before the next (``cfg``: the case's config unless given)."""
+    cfg = cfg or case.cfg
+    world = world_of(case, cfg)
+    out = []
+    for n in range(cycles):
+        t = NOW + n * cfg.cyclePeriodSeconds
+        d = run_cycle(build_snapshot(world, cfg, t), cfg)
+        out.append(d)
+        apply(world, d, t)
+    return out
+
+
 def simulate(case: Case, cycles: int = 10, strip_devices: bool = False) -> Run:
     cfg = case.cfg
-    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
-    if case.broken:
-        world = break_a_gang(world)
+    world = world_of(case, cfg)
     if strip_devices:  # pods started by another scheduler carry no kai device annotation
         for o in world:
             if o["kind"] == "Pod" and o["spec"].get("nodeName") and c.GPU_FRACTION_ANNOTATION not in \

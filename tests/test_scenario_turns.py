@@ -5,7 +5,6 @@ popping the waiting jobs ahead of the pending one)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 
 import pytest
@@ -13,11 +12,8 @@ from hypothesis import event, given
 
 from kaid.actions import scenario
 from kaid.actions.order import ByQueue
-from kaid.cycle import Decisions, run_cycle
-from kaid.model.build import build_snapshot
 from kaid.model.objects import Job
-from kaid.sim.apply import apply
-from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
+from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
 from tests.test_search_memory import _digest
 
 
@@ -28,20 +24,6 @@ def every_turn(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
         if id(job) in left:
             left.discard(id(job))
             yield job
-
-
-def _run(case: Case, cycles: int) -> list[Decisions]:
-    cfg = case.cfg
-    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
-    if case.broken:
-        world = break_a_gang(world)
-    out = []
-    for n in range(cycles):
-        t = NOW + n * cfg.cyclePeriodSeconds
-        d = run_cycle(build_snapshot(world, cfg, t), cfg)
-        out.append(d)
-        apply(world, d, t)
-    return out
 
 
 @SETTINGS
@@ -60,10 +42,10 @@ def test_turns_decide_as_every_pop(case: Case) -> None:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scenario, "turns", counted)
-        fast = _run(case, 4)
+        fast = decisions_over(case, 4)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scenario, "turns", every_turn)
-        plain = _run(case, 4)
+        plain = decisions_over(case, 4)
     event(f"scenarios that skipped pops: {'some' if skipped[0] else 'none'}")
     for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
         assert _digest(a) == _digest(b), f"cycle {k + 1} differs"

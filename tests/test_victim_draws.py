@@ -7,7 +7,6 @@ thousands of units, to read a few)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 import pytest
@@ -25,9 +24,8 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Queue
 from kaid.model.queues import charge
-from kaid.sim.apply import apply
 from tests.objects import node, pod, podgroup, queue
-from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
+from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
 from tests.test_order import scenarios
 from tests.test_search_memory import _digest
 
@@ -35,16 +33,7 @@ from tests.test_search_memory import _digest
 def _run(case: Case, cycles: int) -> list[Decisions]:
     # greedy gangs: the solver would draw every unit of a search that found victims
     cfg = case.cfg.model_copy(update={"placement": case.cfg.placement.model_copy(update={"gangSolver": "greedy"})})
-    world = start(case.objs, cfg, case.spread) + copy.deepcopy(case.late)
-    if case.broken:
-        world = break_a_gang(world)
-    out = []
-    for n in range(cycles):
-        t = NOW + n * cfg.cyclePeriodSeconds
-        d = run_cycle(build_snapshot(world, cfg, t), cfg)
-        out.append(d)
-        apply(world, d, t)
-    return out
+    return decisions_over(case, cycles, cfg)
 
 
 @SETTINGS
