@@ -251,20 +251,20 @@ def delete_namespace(cp: ControlPlane, client: KubeClient, namespace: str, timeo
 
 
 # ============================================================================================ measuring
-class BindWatcher:
-    """One watch on a namespace's pods: when each pod got its ``spec.nodeName`` (as seen here)."""
+class _ListWatch:
+    """A list, then one watch from its resourceVersion on ``path`` in a thread, each object handed to ``_see``; a
+    dropped stream resumes from the last version seen, an expired one (410) lists again."""
 
-    def __init__(self, client: KubeClient, namespace: str, total: int) -> None:
+    def __init__(self, client: KubeClient, path: str, name: str) -> None:
         self.client = client
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
-        self.total = total
-        self.bound: dict[str, tuple[str, float]] = {}  # pod -> (node, monotonic time seen)
-        self.labels: dict[str, str] = {}  # pod -> job
-        self.all_bound = threading.Event()
+        self.path = path
         self.stop = threading.Event()
         self.errors = 0
         self.rv = ""
-        self.thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _see(self, obj: Obj) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         self._list()
@@ -272,83 +272,14 @@ class BindWatcher:
 
     def _list(self) -> None:
         data = self.client.get(self.path)
-        for pod in data.get("items") or []:
-            self._see(pod)
+        for obj in data.get("items") or []:
+            self._see(obj)
         self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _see(self, pod: Obj) -> None:
-        meta = pod.get("metadata") or {}
-        name = str(meta.get("name"))
-        self.labels.setdefault(name, str((meta.get("labels") or {}).get(JOB_LABEL, "")))
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and name not in self.bound:
-            self.bound[name] = (str(node), time.monotonic())
-            if len(self.bound) >= self.total:
-                self.all_bound.set()
 
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
                 for event in self.client.watch(self.path, self.rv, timeout_seconds=10):
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or "watch error"), obj)
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self.rv = str(rv)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._see(obj)
-                    if self.stop.is_set():
-                        return
-            except ApiError as err:
-                self.errors += 1
-                if err.status == 410:
-                    with contextlib.suppress(Exception):
-                        self._list()
-                self.stop.wait(0.5)
-            except Exception:  # a dropped stream: resume from the last version seen
-                self.errors += 1
-                self.stop.wait(0.5)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=20)
-
-
-class NodeWatcher:
-    """One watch on the nodes during a run: the nodes seen not Ready, or tainted not-ready or unreachable, at any
-    moment of it (a fake kubelet starved of CPU: ``CONTROLLER_MANAGER_ARGS``)."""
-
-    def __init__(self, client: KubeClient) -> None:
-        self.client = client
-        self.not_ready: set[str] = set()
-        self.stop = threading.Event()
-        self.rv = ""
-        self.thread = threading.Thread(target=self._run, name="bench-node-watch", daemon=True)
-
-    def start(self) -> None:
-        self._list()
-        self.thread.start()
-
-    def _list(self) -> None:
-        data = self.client.get("/api/v1/nodes")
-        for node in data.get("items") or []:
-            self._see(node)
-        self.rv = str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _see(self, node: Obj) -> None:
-        status = node.get("status") or {}
-        ready = any(cond.get("type") == "Ready" and cond.get("status") == "True"
-                    for cond in status.get("conditions") or [])
-        tainted = any(t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-                      for t in (node.get("spec") or {}).get("taints") or [])
-        if not ready or tainted:
-            self.not_ready.add(str((node.get("metadata") or {}).get("name")))
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                for event in self.client.watch("/api/v1/nodes", self.rv, timeout_seconds=10):
                     obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
                         raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or "watch error"), obj)
@@ -358,18 +289,65 @@ class NodeWatcher:
                     if self.stop.is_set():
                         return
             except ApiError as err:
+                self.errors += 1
                 if err.status == 410:
                     with contextlib.suppress(Exception):
                         self._list()
                 self.stop.wait(0.5)
             except Exception:  # a dropped stream: resume from the last version seen
+                self.errors += 1
                 self.stop.wait(0.5)
 
-    def close(self) -> int:
-        """Stop; the count of nodes seen not Ready."""
+    def _close(self) -> None:
         self.stop.set()
         if self.thread.is_alive():  # (not when its first list failed)
             self.thread.join(timeout=20)
+
+
+class BindWatcher(_ListWatch):
+    """One watch on a namespace's pods: when each pod got its ``spec.nodeName`` (as seen here)."""
+
+    def __init__(self, client: KubeClient, namespace: str, total: int) -> None:
+        super().__init__(client, f"/api/v1/namespaces/{namespace}/pods", "bench-watch")
+        self.total = total
+        self.bound: dict[str, tuple[str, float]] = {}  # pod -> (node, monotonic time seen)
+        self.labels: dict[str, str] = {}  # pod -> job
+        self.all_bound = threading.Event()
+
+    def _see(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name"))
+        self.labels.setdefault(name, str((meta.get("labels") or {}).get(JOB_LABEL, "")))
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and name not in self.bound:
+            self.bound[name] = (str(node), time.monotonic())
+            if len(self.bound) >= self.total:
+                self.all_bound.set()
+
+    def close(self) -> None:
+        self._close()
+
+
+class NodeWatcher(_ListWatch):
+    """One watch on the nodes during a run: the nodes seen not Ready, or tainted not-ready or unreachable, at any
+    moment of it (a fake kubelet starved of CPU: ``CONTROLLER_MANAGER_ARGS``)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        super().__init__(client, "/api/v1/nodes", "bench-node-watch")
+        self.not_ready: set[str] = set()
+
+    def _see(self, obj: Obj) -> None:
+        status = obj.get("status") or {}
+        ready = any(cond.get("type") == "Ready" and cond.get("status") == "True"
+                    for cond in status.get("conditions") or [])
+        tainted = any(t.get("key") in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+                      for t in (obj.get("spec") or {}).get("taints") or [])
+        if not ready or tainted:
+            self.not_ready.add(str((obj.get("metadata") or {}).get("name")))
+
+    def close(self) -> int:
+        """Stop; the count of nodes seen not Ready."""
+        self._close()
         return len(self.not_ready)
 
 
