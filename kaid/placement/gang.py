@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from kaid.model.objects import Node, Pod
 from kaid.placement.cpsat import solve_gang
+from kaid.placement.fewest import fewest_domains
 from kaid.placement.index import Devices, NodeIndex
 from kaid.placement.predicates import room_for
 from kaid.placement.rooms import fewest_nodes
@@ -34,7 +35,8 @@ class GangPlan:
     """Where a gang's pods would go (empty when nowhere), how the plan was found, and how far it got."""
 
     placements: Placements = field(default_factory=list)
-    method: str = "greedy"  # greedy | single-node (the bound says one node, the tightest is taken) | cpsat
+    # greedy | single-node (the bound says one node, the tightest is taken) | cpsat | knapsack (``fewest``)
+    method: str = "greedy"
     placed_max: int = 0  # the most pods any attempt placed (for "gang: needs N, placeable M")
     solver_s: float = 0.0
     solves: int = 0
@@ -239,10 +241,16 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
                 result.method = "single-node"
                 return single
             return plan
-    hint = [(p, n) for p, n, _ in plan] if plan else None
-    sol, stats = solve_gang(pods, index, region, None, preferred, hint, time_limit, workers)
-    result.solver_s += stats.wall_s
-    result.solves += 1
+    if preferred and room is not None:
+        # alike pods preferring a level: the solver's optimum, worked out as a knapsack (``fewest``)
+        sol = fewest_domains(pods, index, region, preferred)
+        method = "knapsack"
+    else:
+        hint = [(p, n) for p, n, _ in plan] if plan else None
+        sol, stats = solve_gang(pods, index, region, None, preferred, hint, time_limit, workers)
+        result.solver_s += stats.wall_s
+        result.solves += 1
+        method = "cpsat"
     if sol is None:
         return plan
     if plan is not None:
@@ -255,7 +263,7 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
     out = realise(sol, index)
     if out is None:
         return plan
-    result.method = "cpsat"
+    result.method = method
     return out
 
 

@@ -1,0 +1,124 @@
+"""The solver's answer for a gang of alike pods that prefers a topology level, without the solver.
+
+The CP-SAT model of such a gang (``cpsat._count_vars``) minimises, in this order, the preferred-level domains used,
+the nodes used and the GPUs left idle on the nodes used. Each term adds up node by node and domain by domain, so
+the optimum is a knapsack: per domain, the cheapest nodes for ``k`` pods (``_cheapest``), then the cheapest split of
+the gang over the domains (``_split``), both exact. It answers in milliseconds where the largest rack-preferring
+gangs (128 pods over ~80 node classes) took the solver a second or more to prove; the plan has the solver's
+optimal cost, though not always its nodes where several plans tie.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from kaid.model.objects import Node, Pod
+from kaid.placement.index import NodeIndex
+from kaid.placement.predicates import room_for
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+Plan = list[tuple[Pod, Node]]
+_NONE = 1 << 60  # no way to place that many pods
+
+
+def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None, preferred: str) -> Plan | None:
+    """Place ``pods`` (alike: one shape, whole GPUs or none) in ``region`` (None: everywhere) on the fewest
+    ``preferred``-level domains, then the fewest nodes, then the fewest GPUs left idle on the nodes used; None
+    when they do not fit. Nodes without the label are one domain, as in the solver's model."""
+    pod, need = pods[0], len(pods)
+    mask = index.static_mask(pod)
+    by_domain: dict[str | None, list[tuple[Node, int]]] = defaultdict(list)
+    for n in index.nodes:
+        if not mask[n.index] or (region is not None and not region[n.index]):
+            continue
+        room = room_for(n, pod)
+        if room > 0:
+            by_domain[n.labels.get(preferred)].append((n, min(room, need)))
+    if sum(r for nodes in by_domain.values() for _, r in nodes) < need:
+        return None
+    max_nodes = min(need, sum(len(v) for v in by_domain.values()))
+    w_nodes = max(1, index.max_gpus * max_nodes) + 1  # the weights of the solver's objective
+    w_dom = w_nodes * (max_nodes + 1)
+    domains = sorted(by_domain, key=str)
+    costs = [_cheapest(by_domain[d], need, w_nodes)[0] for d in domains]
+    split = _split(costs, need, w_dom)
+    if split is None:
+        return None
+    plan: Plan = []
+    rest = list(pods)
+    for d, k in zip(domains, split, strict=True):
+        if k:
+            for node, j in _nodes_for(by_domain[d], k, w_nodes):
+                plan.extend((rest.pop(0), node) for _ in range(j))
+    return plan
+
+
+def _cheapest(nodes: list[tuple[Node, int]], need: int,
+              w_nodes: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]]]:
+    """cost[k]: the least ``w_nodes`` per node plus its idle GPUs over nodes with room for at least ``k`` pods
+    (k = 0..need), and per node whether the best set for each k takes it (for ``_nodes_for``)."""
+    import numpy as np  # imported on first use, as OR-Tools is (which brings it)
+
+    cost = np.full(need + 1, _NONE, dtype=np.int64)
+    cost[0] = 0
+    takes: list[NDArray[np.bool_]] = []
+    ks = np.arange(need + 1)
+    for node, room in nodes:
+        with_it = cost[np.maximum(ks - room, 0)] + (w_nodes + node.idle)
+        take = with_it < cost
+        cost = np.where(take, with_it, cost)
+        takes.append(take)
+    return cost, takes
+
+
+def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] | None:
+    """How many pods each domain takes, the cheapest way (each domain used costs ``w_dom`` more); None when no
+    split places them all."""
+    import numpy as np  # imported on first use, as OR-Tools is (which brings it)
+
+    best = np.full(need + 1, _NONE, dtype=np.int64)
+    best[0] = 0
+    ks = np.arange(need + 1)
+    behind = ks[:, None] - ks[None, :]  # k - j: pods left for the domains before
+    valid = behind >= 0
+    behind = np.where(valid, behind, 0)
+    picks: list[NDArray[np.int64]] = []
+    for cost in costs:
+        here = np.where(cost[None, :] >= _NONE, _NONE, cost[None, :] + w_dom)
+        here[:, 0] = 0  # the domain not used
+        cand = np.where(valid, best[behind] + here, _NONE)
+        cand = np.minimum(cand, _NONE)
+        pick = cand.argmin(axis=1)  # the first of equals: the fewest pods here
+        best = cand[ks, pick]
+        picks.append(pick)
+    if best[need] >= _NONE:
+        return None
+    split = [0] * len(costs)
+    k = need
+    for i in range(len(costs) - 1, -1, -1):
+        j = int(picks[i][k])
+        split[i] = j
+        k -= j
+    return split
+
+
+def _nodes_for(nodes: list[tuple[Node, int]], k: int, w_nodes: int) -> list[tuple[Node, int]]:
+    """The cheapest nodes of one domain for ``k`` pods, with how many pods each takes (every node one at least)."""
+    _, takes = _cheapest(nodes, k, w_nodes)
+    chosen: list[tuple[Node, int]] = []
+    left = k
+    for i in range(len(nodes) - 1, -1, -1):
+        if left > 0 and takes[i][left]:
+            chosen.append(nodes[i])
+            left = max(0, left - nodes[i][1])
+    chosen.sort(key=lambda c: c[0].index)
+    out, rest = [], k - len(chosen)
+    for node, room in chosen:
+        extra = min(room - 1, rest)
+        rest -= extra
+        out.append((node, 1 + extra))
+    return out
