@@ -36,6 +36,9 @@ class Attempt:
     # queue -> its jobs with a pending pod when the attempt began: no scenario places one that is not a victim,
     # and each scenario starts from the session as the attempt found it but for evictions (``waiting_in``)
     waiting: dict[str, list[Job]] = field(default_factory=dict)
+    # id(job) -> what a waiting job that is no victim asks for next (``request_of``), as the attempt found it: no
+    # scenario of the attempt changes such a job's pods (``_replace``)
+    requests: dict[int, Vec] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,10 +69,11 @@ def held_by(job: Job) -> Vec:
             sum(p.cpu for p in pods), sum(p.mem for p in pods))
 
 
-def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False) -> ByQueue:
+def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False,
+              request: Callable[[Job], Vec] | None = None) -> ByQueue:
     """``jobs`` in KAI's order of queues and jobs (``victims``: the order victims are taken in; ``frozen``: as the
-    session stands now, whatever it does later)."""
-    order = ByQueue(session.snap.queues, session.total, request_of(session), held_by, victims, frozen)
+    session stands now, whatever it does later; ``request``: what a job asks for next, if not ``request_of``)."""
+    order = ByQueue(session.snap.queues, session.total, request or request_of(session), held_by, victims, frozen)
     order.push_all(jobs)
     return order
 
@@ -110,7 +114,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
     waiting = [j for q in involved for j in waiting_in(session, att, q) if j.key not in victims and j is not att.job]
-    order = job_order(session, [*victims.values(), att.job, *waiting])
+    order = job_order(session, [*victims.values(), att.job, *waiting], request=_asks(session, att, victims))
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
@@ -145,6 +149,25 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                 above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
+
+
+def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[Job], Vec]:
+    """``request_of`` for one scenario of ``att``, with the waiting jobs' answers kept in the attempt: a scenario
+    changes the pods of its victims and of the pending job only, and each starts from the session as the attempt
+    found it but for the victims' evictions, so a job that is neither asks the same in every scenario (an elastic
+    job can be a victim in one scenario and only waiting in another: it is asked afresh where it is a victim)."""
+    plain = request_of(session)
+    known = att.requests
+
+    def request(job: Job) -> Vec:
+        if job is att.job or job.key in victims:
+            return plain(job)
+        value = known.get(id(job))
+        if value is None:
+            value = known[id(job)] = plain(job)
+        return value
+
+    return request
 
 
 def waiting_in(session: Session, att: Attempt, queue: str) -> list[Job]:
