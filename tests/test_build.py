@@ -154,3 +154,26 @@ def test_pods_wait_for_an_owner_not_seen_yet() -> None:
     assert job.errors[0].code == "OwnerNotSeen" and "PyTorchJob ddp" in job.errors[0].message
     offline = build_snapshot([queue("default-queue"), p])
     assert not next(iter(offline.jobs.values())).errors
+
+
+def test_the_collector_sleeps_while_a_snapshot_is_read_and_is_left_as_it_was() -> None:
+    import gc
+
+    from kaid.model.objects import Pod, Reason
+    from kaid.model.pods import read_pod
+
+    seen: list[bool] = []
+
+    def reader(obj: dict[str, object], problems: list[Reason]) -> Pod:
+        seen.append(gc.isenabled())
+        return read_pod(obj, problems)
+
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            snap = build_snapshot([node("n1"), pod("a", gpus=1)], pod_reader=reader)
+            assert snap.pods and gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]

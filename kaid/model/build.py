@@ -8,7 +8,9 @@ still read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import gc
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +80,28 @@ def build_snapshot(objects: Iterable[Obj], config: SchedulerConfig | None = None
 
     ``pod_reader``: reads one pod as ``read_pod`` does (the daemon's ``PodMemo`` copies the pods it read in
     an earlier cycle); it must return a Pod this snapshot may change."""
-    cfg = config or SchedulerConfig()
+    with collector_paused():
+        return _build(objects, config or SchedulerConfig(), now, usage, wait_for_owners, pod_reader)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a snapshot is read. Reading allocates hundreds of thousands of tracked
+    objects that all live on (the snapshot's) or die by reference counting (the temporaries): a collection finds
+    nothing to free, and CPython's default thresholds start full collections over the whole heap, the objects read
+    included, as the snapshot grows (two at 4,000 nodes, 1.0 s of a 2.9 s build; one at 1,000, 0.17 s). The
+    collector is left as it was (``kaid run`` pauses it itself while it lists)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapping[str, list[float]] | None,
+           wait_for_owners: bool, pod_reader: PodReader | None) -> Snapshot:
     inp = sort_inputs(objects)
     problems: list[ObjectProblem] = []
     pcs = read_priority_classes(inp.priority_classes, problems)
