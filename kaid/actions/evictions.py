@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Protocol
+from typing import Protocol, cast
 
 from kaid.actions import gangs
 from kaid.actions.memory import Miss
@@ -58,6 +58,14 @@ class Rules(Protocol):
 SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
 
+class QueueFilter(Protocol):
+    """Rules whose ``candidate`` says no to every job of some queues, and can tell which without the jobs: a search
+    then reads only the jobs of the other queues (it read every running job of the cluster, per search)."""
+
+    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
+        """False where ``candidate`` is False for every job of ``queue``."""
+
+
 @dataclass
 class Pool:
     """The jobs that may be anyone's victims in this action (``_victim_pool``), and their eviction units, kept from
@@ -67,6 +75,7 @@ class Pool:
 
     jobs: list[Job]
     units: dict[int, tuple[list[Unit], int]] = field(default_factory=dict)  # id(job) -> (units_of's answer)
+    by_queue: dict[str, list[Job]] = field(default_factory=dict)  # ``jobs`` per queue, in their order
     ops: int = 0  # len(session.ops) when ``units`` was last brought up to date
 
     def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
@@ -80,6 +89,17 @@ class Pool:
             q = session.snap.queues[job.queue]
             known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
         return list(known[0]), known[1]
+
+    def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
+        """The jobs of the queues that may hold candidates for ``att`` (all of them, where ``rules`` is no
+        ``QueueFilter``)."""
+        if getattr(rules, "candidate_queue", None) is None:
+            return self.jobs
+        narrow = cast(QueueFilter, rules)
+        if not self.by_queue and self.jobs:
+            for job in self.jobs:
+                self.by_queue.setdefault(job.queue, []).append(job)
+        return [j for q, jobs in self.by_queue.items() if narrow.candidate_queue(session, att, q) for j in jobs]
 
 
 @dataclass(slots=True)
@@ -236,7 +256,8 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
     """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``), drawn as they are read:
     the order is the one of the cluster as the search found it (``ByQueue.frozen``), however many victims were
     evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all."""
-    victims = [j for j in pool.jobs if j is not att.job and rules.candidate(session, att, j)]
+    # the victims' order is KAI's (``job_order``), whatever order they are found in
+    victims = [j for j in pool.of_queues(session, rules, att) if j is not att.job and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
     protected = 0
     for job in victims:

@@ -41,7 +41,11 @@ class PreemptRules:
         return None
 
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
-        return victim.queue == att.job.queue and self._lower(att.job, victim)
+        return self.candidate_queue(session, att, victim.queue) and self._lower(att.job, victim)
+
+    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
+        """Only the job's own queue holds candidates (``evictions.QueueFilter``)."""
+        return queue == att.job.queue
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         return True

@@ -44,15 +44,17 @@ class ReclaimRules:
         return self._explain_block(att, why)
 
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
+        return self.candidate_queue(session, att, victim.queue)
+
+    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         """KAI's filter reads the victim's queue only: asked once per queue and attempt (its search asks for every
-        running job of the cluster, before any eviction)."""
-        if att.job.preempt_never or victim.queue == att.job.queue:
+        running job of the cluster, before any eviction; ``evictions.QueueFilter``)."""
+        if att.job.preempt_never or queue == att.job.queue:
             return False
-        known = self.allowed.get(victim.queue)
+        known = self.allowed.get(queue)
         if known is None:
-            victim_q = session.snap.queues.get(victim.queue)
-            known = self.allowed[victim.queue] = victim_q is not None and victim_allowed(att.queue, victim_q,
-                                                                                        att.request)
+            victim_q = session.snap.queues.get(queue)
+            known = self.allowed[queue] = victim_q is not None and victim_allowed(att.queue, victim_q, att.request)
         return known
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:

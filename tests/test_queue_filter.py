@@ -1,0 +1,49 @@
+"""A victim search reads only the jobs of the queues its action's rules may take candidates from
+(``evictions.QueueFilter``: reclaim and preempt) and changes no decision: ``candidate_queue`` says no only where
+``candidate`` says no to every job of the queue, and on random clusters and several cycles the decisions are those of
+the plain reading, which asks ``candidate`` of every job of the pool (issue 15: the filter read every running job of
+the cluster per search)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import event, given
+
+from kaid.actions import evictions
+from kaid.actions.evictions import Pool, Rules
+from kaid.actions.scenario import Attempt
+from kaid.actions.session import Session
+from kaid.model.objects import Job
+from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
+from tests.test_search_memory import _digest
+
+
+def every_job(self: Pool, session: Session, rules: Rules, att: Attempt) -> list[Job]:
+    """The plain reading: every job of the pool."""
+    return self.jobs
+
+
+@SETTINGS
+@given(case=cases())
+def test_queue_filter_decides_as_every_job(case: Case) -> None:
+    refused = [0]
+    narrowed = Pool.of_queues
+
+    def checked(self: Pool, session: Session, rules: Rules, att: Attempt) -> list[Job]:
+        jobs = narrowed(self, session, rules, att)
+        kept = {id(j) for j in jobs}
+        for job in self.jobs:
+            if id(job) not in kept:
+                refused[0] += 1
+                assert not rules.candidate(session, att, job), f"{job.key} refused with its queue {job.queue}"
+        return jobs
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions.Pool, "of_queues", checked)
+        fast = decisions_over(case, 4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions.Pool, "of_queues", every_job)
+        plain = decisions_over(case, 4)
+    event(f"jobs left unread by the queue filter: {'some' if refused[0] else 'none'}")
+    for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
+        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"
