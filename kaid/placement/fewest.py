@@ -1,11 +1,12 @@
-"""The solver's answer for a gang of alike pods that prefers a topology level, without the solver.
+"""The solver's answer for a gang of alike pods (one shape, whole GPUs or none), without the solver.
 
-The CP-SAT model of such a gang (``cpsat._count_vars``) minimises, in this order, the preferred-level domains used,
-the nodes used and the GPUs left idle on the nodes used. Each term adds up node by node and domain by domain, so
-the optimum is a knapsack: per domain, the cheapest nodes for ``k`` pods (``_cheapest``), then the cheapest split of
-the gang over the domains (``_split``), both exact. It answers in milliseconds where the largest rack-preferring
-gangs (128 pods over ~80 node classes) took the solver a second or more to prove; the plan has the solver's
-optimal cost, though not always its nodes where several plans tie.
+The CP-SAT model of such a gang (``cpsat._count_vars``) minimises, in this order, the preferred-level domains used
+(if the gang prefers a level), the nodes used and the GPUs left idle on the nodes used. Each term adds up node by
+node and domain by domain, so the optimum is a knapsack: per domain, the cheapest nodes for ``k`` pods
+(``_cheapest``, over nodes grouped by room and idle GPUs), then the cheapest split of the gang over the domains
+(``_split``), both exact. It answers in milliseconds where the largest rack-preferring gangs (128 pods over ~80
+node classes) took the solver a second or more to prove; the plan has the solver's optimal cost, though not always
+its nodes where several plans tie (and it is the same plan on a busy machine, where the solver could stop early).
 """
 
 from __future__ import annotations
@@ -25,27 +26,42 @@ Plan = list[tuple[Pod, Node]]
 _NONE = 1 << 60  # no way to place that many pods
 
 
-def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None, preferred: str) -> Plan | None:
+def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
+                   preferred: str | None) -> Plan | None:
     """Place ``pods`` (alike: one shape, whole GPUs or none) in ``region`` (None: everywhere) on the fewest
-    ``preferred``-level domains, then the fewest nodes, then the fewest GPUs left idle on the nodes used; None
-    when they do not fit. Nodes without the label are one domain, as in the solver's model."""
+    ``preferred``-level domains (None: no level, one domain), then the fewest nodes, then the fewest GPUs left idle
+    on the nodes used; None when they do not fit. Nodes without the label are one domain, as in the solver's
+    model."""
     pod, need = pods[0], len(pods)
     mask = index.static_mask(pod)
-    by_domain: dict[str | None, list[tuple[Node, int]]] = defaultdict(list)
-    for n in index.nodes:
+    # per domain, the nodes by (room, idle GPUs): nodes alike cost alike
+    by_domain: dict[str | None, dict[tuple[int, int], list[Node]]] = defaultdict(lambda: defaultdict(list))
+    least = pod.gpu_whole
+    if least:  # only nodes with enough idle GPUs, straight from the index's buckets
+        candidates = [index.nodes[i] for k in range(least, index.max_gpus + 1) for i in index.buckets[k]]
+        candidates.sort(key=lambda n: n.index)
+    else:
+        candidates = index.nodes
+    total = count = 0
+    for n in candidates:
         if not mask[n.index] or (region is not None and not region[n.index]):
             continue
         room = room_for(n, pod)
         if room > 0:
-            by_domain[n.labels.get(preferred)].append((n, min(room, need)))
-    if sum(r for nodes in by_domain.values() for _, r in nodes) < need:
+            room = min(room, need)
+            by_domain[n.labels.get(preferred) if preferred else None][(room, n.idle)].append(n)
+            total += room
+            count += 1
+    if total < need:
         return None
-    max_nodes = min(need, sum(len(v) for v in by_domain.values()))
+    max_nodes = min(need, count)
     w_nodes = max(1, index.max_gpus * max_nodes) + 1  # the weights of the solver's objective
     w_dom = w_nodes * (max_nodes + 1)
     domains = sorted(by_domain, key=str)
-    costs = [_cheapest(by_domain[d], need, w_nodes)[0] for d in domains]
-    split = _split(costs, need, w_dom)
+    if len(domains) == 1:
+        split: list[int] | None = [need]
+    else:
+        split = _split([_cheapest(_items(by_domain[d]), need, w_nodes)[0] for d in domains], need, w_dom)
     if split is None:
         return None
     plan: Plan = []
@@ -57,18 +73,35 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None, 
     return plan
 
 
-def _cheapest(nodes: list[tuple[Node, int]], need: int,
+Item = tuple[int, int, int]  # (room, idle GPUs, how many such nodes): taken all or none
+
+
+def _items(groups: dict[tuple[int, int], list[Node]]) -> list[Item]:
+    """The nodes of one domain as knapsack items: each (room, idle) group split in 1, 2, 4, ... nodes and the rest,
+    so any number of a group's nodes is some set of its items."""
+    out: list[Item] = []
+    for (room, idle), nodes in sorted(groups.items()):
+        left, size = len(nodes), 1
+        while left > 0:
+            take = min(size, left)
+            out.append((room, idle, take))
+            left -= take
+            size *= 2
+    return out
+
+
+def _cheapest(items: list[Item], need: int,
               w_nodes: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]]]:
     """cost[k]: the least ``w_nodes`` per node plus its idle GPUs over nodes with room for at least ``k`` pods
-    (k = 0..need), and per node whether the best set for each k takes it (for ``_nodes_for``)."""
+    (k = 0..need), and per item whether the best set for each k takes it (for ``_nodes_for``)."""
     import numpy as np  # imported on first use, as OR-Tools is (which brings it)
 
     cost = np.full(need + 1, _NONE, dtype=np.int64)
     cost[0] = 0
     takes: list[NDArray[np.bool_]] = []
     ks = np.arange(need + 1)
-    for node, room in nodes:
-        with_it = cost[np.maximum(ks - room, 0)] + (w_nodes + node.idle)
+    for room, idle, nodes in items:
+        with_it = cost[np.maximum(ks - room * nodes, 0)] + nodes * (w_nodes + idle)
         take = with_it < cost
         cost = np.where(take, with_it, cost)
         takes.append(take)
@@ -106,16 +139,19 @@ def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] |
     return split
 
 
-def _nodes_for(nodes: list[tuple[Node, int]], k: int, w_nodes: int) -> list[tuple[Node, int]]:
+def _nodes_for(groups: dict[tuple[int, int], list[Node]], k: int, w_nodes: int) -> list[tuple[Node, int]]:
     """The cheapest nodes of one domain for ``k`` pods, with how many pods each takes (every node one at least)."""
-    _, takes = _cheapest(nodes, k, w_nodes)
-    chosen: list[tuple[Node, int]] = []
+    items = _items(groups)
+    _, takes = _cheapest(items, k, w_nodes)
+    wanted: dict[tuple[int, int], int] = defaultdict(int)
     left = k
-    for i in range(len(nodes) - 1, -1, -1):
+    for i in range(len(items) - 1, -1, -1):
         if left > 0 and takes[i][left]:
-            chosen.append(nodes[i])
-            left = max(0, left - nodes[i][1])
-    chosen.sort(key=lambda c: c[0].index)
+            room, idle, nodes = items[i]
+            wanted[(room, idle)] += nodes
+            left = max(0, left - room * nodes)
+    chosen = sorted(((n, room) for (room, idle), c in wanted.items() for n in groups[(room, idle)][:c]),
+                    key=lambda c: c[0].index)
     out, rest = [], k - len(chosen)
     for node, room in chosen:
         extra = min(room - 1, rest)

@@ -241,8 +241,8 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
                 result.method = "single-node"
                 return single
             return plan
-    if preferred and room is not None:
-        # alike pods preferring a level: the solver's optimum, worked out as a knapsack (``fewest``)
+    if room is not None:
+        # alike pods: the solver's optimum, worked out as a knapsack (``fewest``)
         sol = fewest_domains(pods, index, region, preferred)
         method = "knapsack"
     else:
