@@ -24,6 +24,7 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Queue
 from kaid.model.queues import charge
+from kaid.model.vocabulary import ReasonCode
 from tests.objects import node, pod, podgroup, queue
 from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
 from tests.test_order import scenarios
@@ -113,10 +114,11 @@ def test_a_frozen_order_hands_out_what_it_would_have_at_once(
     assert _hand_out(order(True), units, change) == at_once
 
 
-def test_a_budget_that_allows_less_than_none_stops_every_set_as_before() -> None:
-    """A PodDisruptionBudget whose status allows fewer than 0 disruptions (only a hand-written snapshot has one)
-    fails every set of victims of a search it covers any unit of, the first units drawn included: the search draws
-    every unit at once then, as it did before it drew them as read."""
+@pytest.mark.parametrize("allowed", [-1, "two", 1.5])
+def test_a_budget_whose_allowance_is_no_count_protects_its_own_pods_only(allowed: object) -> None:
+    """A PodDisruptionBudget whose status allows fewer than 0 disruptions, or no whole number of them (only a
+    hand-written snapshot has one), is a problem and reads as none allowed: it protects the pod it covers and no
+    other, and drawing the units as read decides as drawing them all first."""
     objs: list[dict[str, object]] = [
         node("n0", gpus=2), queue("a", gpu=(0, -1, 1)), queue("b", gpu=(2, -1, 1)),
         podgroup("old", "a", 1, priority_class="train", created="2025-12-31T00:00:00Z"),
@@ -126,7 +128,7 @@ def test_a_budget_that_allows_less_than_none_stops_every_set_as_before() -> None
         pod("new-0", gpus=1, group="new", node_name="n0", created="2025-12-31T12:00:00Z"),
         pod("wait-0", gpus=1, group="wait"),
         {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "old", "namespace": "default"},
-         "spec": {"selector": {"matchLabels": {"app": "old"}}}, "status": {"disruptionsAllowed": -1}}]
+         "spec": {"selector": {"matchLabels": {"app": "old"}}}, "status": {"disruptionsAllowed": allowed}}]
     cfg = SchedulerConfig()
     lazy = evictions._search
 
@@ -135,9 +137,13 @@ def test_a_budget_that_allows_less_than_none_stops_every_set_as_before() -> None
         evictions._whole(session, rules, att, search)
         return search, protected
 
-    drawn = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    snap = build_snapshot(objs, cfg, NOW)
+    assert [(p.kind, p.name, p.reason.code) for p in snap.problems] == \
+        [("PodDisruptionBudget", "old", ReasonCode.INVALID_DISRUPTION_BUDGET)]
+    assert [b.disruptions_allowed for b in snap.budgets] == [0]
+    drawn = run_cycle(snap, cfg)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evictions, "_search", eager)
         first = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
     assert _digest(drawn) == _digest(first)
-    assert not first.evictions  # the budget stops the newer job's eviction too
+    assert [(e.pod, e.by) for e in first.evictions] == [("default/new-0", "default/wait")]

@@ -278,10 +278,6 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                 yield unit
 
     search = Search([], more=draw(), guards=list(session.snap.budgets))
-    if any(b.disruptions_allowed < 0 for b in search.guards):
-        # a budget that allows fewer than none fails every set of a search it covers any unit of (``budget_ok``),
-        # the first units drawn included: every unit at once, before any eviction
-        search.draw_all()
     return search, protected
 
 

@@ -125,7 +125,8 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
             hold_reserved_device(node, pod.gpu_group)
     _finish_jobs(jobs, queues, pcs, topologies)
     check_min_member(jobs, inp.owners)
-    snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems, read_budgets(inp.pdbs), node_by_name)
+    budgets = read_budgets(inp.pdbs, problems)
+    snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems, budgets, node_by_name)
     account(snap)
     return snap
 

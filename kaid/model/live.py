@@ -465,8 +465,8 @@ class LiveModel:
             problems: list[ObjectProblem] = []
             self.pcs = read_priority_classes(list(self.policy["PriorityClass"].values()), problems)
             self.topologies = read_topologies(list(self.policy["Topology"].values()), problems)
+            self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()), problems)
             self.policy_problems = problems
-            self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()))
             self.all_jobs_dirty = True
             self.policy_dirty = False
         if self.queues_dirty:

@@ -46,15 +46,27 @@ def read_topologies(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str,
     return topologies
 
 
-def read_budgets(objs: list[Obj]) -> list[Budget]:
-    """The PodDisruptionBudgets whose allowed disruptions can be read (absent: none allowed)."""
+def read_budgets(objs: list[Obj], problems: list[ObjectProblem]) -> list[Budget]:
+    """The PodDisruptionBudgets, each with the disruptions its status allows (absent: none). An allowance that is
+    not a whole number of at least 0 (the API server accepts no other; a hand-written snapshot may have one) is a
+    problem and reads as none allowed, so the budget still protects the pods it covers and no others."""
     budgets = []
     for obj in objs:
         sel = (obj.get("spec") or {}).get("selector") or {}
         allowed = (obj.get("status") or {}).get("disruptionsAllowed")
-        try:
-            allowed_i = int(0 if allowed is None else allowed)
-        except (TypeError, ValueError):
-            continue
-        budgets.append(Budget(meta.namespace(obj), meta.name(obj), sel, allowed_i))
+        allowed_i = _allowance(0 if allowed is None else allowed)
+        if allowed_i is None:
+            name = meta.name(obj)
+            problems.append(ObjectProblem("PodDisruptionBudget", name, meta.namespace(obj), Reason(
+                ReasonCode.INVALID_DISRUPTION_BUDGET,
+                f"PodDisruptionBudget {name} allows {allowed!r} disruptions: read as 0 (none) until its "
+                "status.disruptionsAllowed is a whole number of at least 0")))
+        budgets.append(Budget(meta.namespace(obj), meta.name(obj), sel, allowed_i or 0))
     return budgets
+
+
+def _allowance(value: Any) -> int | None:
+    """A disruption allowance as a count of at least 0, or None where it is not one."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
