@@ -6,7 +6,6 @@ the cluster per search)."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import event, given
 
 from kaid.actions import evictions
@@ -14,8 +13,8 @@ from kaid.actions.evictions import Pool, Rules
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
 from kaid.model.objects import Job
+from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
-from tests.test_search_memory import _digest
 
 
 def every_job(self: Pool, session: Session, rules: Rules, att: Attempt) -> list[Job]:
@@ -38,12 +37,6 @@ def test_queue_filter_decides_as_every_job(case: Case) -> None:
                 assert not rules.candidate(session, att, job), f"{job.key} refused with its queue {job.queue}"
         return jobs
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evictions.Pool, "of_queues", checked)
-        fast = decisions_over(case, 4)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evictions.Pool, "of_queues", every_job)
-        plain = decisions_over(case, 4)
+    assert_same_decisions(lambda: decisions_over(case, 4), [(evictions.Pool, "of_queues", checked)],
+                          [(evictions.Pool, "of_queues", every_job)])
     event(f"jobs left unread by the queue filter: {'some' if refused[0] else 'none'}")
-    for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
-        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"

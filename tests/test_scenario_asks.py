@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from hypothesis import event, given
 
 from kaid.actions import scenario
 from kaid.actions.scenario import Attempt, request_of
 from kaid.actions.session import Session, Vec
 from kaid.model.objects import Job
+from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
-from tests.test_search_memory import _digest
 
 
 def ask_afresh(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[Job], Vec]:
@@ -33,12 +32,6 @@ def test_kept_asks_decide_as_asking_afresh(case: Case) -> None:
         kept[0] += len(att.requests) > 0
         return short(session, att, victims)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scenario, "_asks", counted)
-        fast = decisions_over(case, 4)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scenario, "_asks", ask_afresh)
-        plain = decisions_over(case, 4)
+    assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "_asks", counted)],
+                          [(scenario, "_asks", ask_afresh)])
     event(f"scenarios that found kept asks: {'some' if kept[0] else 'none'}")
-    for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
-        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pytest
 from hypothesis import event, given
 
 from kaid.actions import scenario
 from kaid.actions.order import ByQueue
 from kaid.model.objects import Job
+from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
-from tests.test_search_memory import _digest
 
 
 def every_turn(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
@@ -40,12 +39,6 @@ def test_turns_decide_as_every_pop(case: Case) -> None:
             yield job
         skipped[0] += before - sum(len(jobs) for jobs in order.leaves.values()) < served
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scenario, "turns", counted)
-        fast = decisions_over(case, 4)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(scenario, "turns", every_turn)
-        plain = decisions_over(case, 4)
+    assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "turns", counted)],
+                          [(scenario, "turns", every_turn)])
     event(f"scenarios that skipped pops: {'some' if skipped[0] else 'none'}")
-    for k, (a, b) in enumerate(zip(plain, fast, strict=True)):
-        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"

@@ -25,6 +25,7 @@ from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Queue
 from kaid.model.queues import charge
 from kaid.model.vocabulary import ReasonCode
+from tests.equivalence import assert_same_decisions
 from tests.objects import node, pod, podgroup, queue
 from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
 from tests.test_order import scenarios
@@ -41,7 +42,6 @@ def _run(case: Case, cycles: int) -> list[Decisions]:
 @given(case=cases())
 def test_drawing_units_as_read_decides_as_drawing_all_first(case: Case) -> None:
     lazy = evictions._search
-    left = [0]  # searches that ended with units never drawn
 
     def counted(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
         search, protected = lazy(session, rules, att, pool)
@@ -58,17 +58,11 @@ def test_drawing_units_as_read_decides_as_drawing_all_first(case: Case) -> None:
         return units_of(job, q, session.snap.now, evictions.min_runtime(q, action))
 
     searches: list[Search] = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(evictions, "_search", counted)
-        drawn = _run(case, 4)
-    left[0] = sum(1 for s in searches if s.more is not None)
-    with pytest.MonkeyPatch.context() as mp:  # the plain reading: every unit first, each search's units afresh
-        mp.setattr(evictions, "_search", eager)
-        mp.setattr(Pool, "units_of", afresh)
-        first = _run(case, 4)
-    event(f"searches ended before their last unit: {'some' if left[0] else 'none'}")
-    for k, (a, b) in enumerate(zip(first, drawn, strict=True)):
-        assert _digest(a) == _digest(b), f"cycle {k + 1} differs"
+    # the plain reading: every unit first, each search's units afresh
+    assert_same_decisions(lambda: _run(case, 4), [(evictions, "_search", counted)],
+                          [(evictions, "_search", eager), (Pool, "units_of", afresh)])
+    left = sum(1 for s in searches if s.more is not None)
+    event(f"searches ended before their last unit: {'some' if left else 'none'}")
 
 
 def _hand_out(order: ByQueue, units: dict[str, int], between: Callable[[Job], None]) -> list[str]:
