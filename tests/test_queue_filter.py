@@ -1,8 +1,8 @@
 """A victim search reads only the jobs of the queues its action's rules may take candidates from
-(``evictions.QueueFilter``: reclaim and preempt) and changes no decision: ``candidate_queue`` says no only where
-``candidate`` says no to every job of the queue, and on random clusters and several cycles the decisions are those of
-the plain reading, which asks ``candidate`` of every job of the pool (issue 15: the filter read every running job of
-the cluster per search)."""
+(``Rules.candidate_queue``: reclaim and preempt say no to some queues) and changes no decision: ``candidate_queue``
+says no only where ``candidate`` says no to every job of the queue, and on random clusters and several cycles the
+decisions are those of the plain reading, which asks ``candidate`` of every job of the pool (issue 15: the filter
+read every running job of the cluster per search)."""
 
 from __future__ import annotations
 

@@ -66,6 +66,9 @@ class ConsolidateRules:
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
         return victim is not att.job and bool(running(victim))
 
+    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
+        return True  # a job of any queue may be moved
+
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         return not out.evicted and len(out.moved) <= self.moves_left
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Protocol, cast
+from typing import Protocol
 
 from kaid.actions import gangs
 from kaid.actions.memory import Miss
@@ -40,6 +40,10 @@ class Rules(Protocol):
     def candidate(self, session: Session, att: Attempt, victim: Job) -> bool:
         """Whether the job's pods may be taken for ``att``."""
 
+    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
+        """False where ``candidate`` is False for every job of ``queue``: a search reads only the jobs of the other
+        queues (it read every running job of the cluster, per search)."""
+
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         """Whether a scenario that placed the job keeps the action's rules."""
 
@@ -56,14 +60,6 @@ class Rules(Protocol):
 
 # ``Rules.blocked`` returns this when the job may not evict and there is nothing to tell its owner
 SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
-
-
-class QueueFilter(Protocol):
-    """Rules whose ``candidate`` says no to every job of some queues, and can tell which without the jobs: a search
-    then reads only the jobs of the other queues (it read every running job of the cluster, per search)."""
-
-    def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
-        """False where ``candidate`` is False for every job of ``queue``."""
 
 
 @dataclass
@@ -91,15 +87,11 @@ class Pool:
         return list(known[0]), known[1]
 
     def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
-        """The jobs of the queues that may hold candidates for ``att`` (all of them, where ``rules`` is no
-        ``QueueFilter``)."""
-        if getattr(rules, "candidate_queue", None) is None:
-            return self.jobs
-        narrow = cast(QueueFilter, rules)
+        """The jobs of the queues that may hold candidates for ``att`` (``Rules.candidate_queue``)."""
         if not self.by_queue and self.jobs:
             for job in self.jobs:
                 self.by_queue.setdefault(job.queue, []).append(job)
-        return [j for q, jobs in self.by_queue.items() if narrow.candidate_queue(session, att, q) for j in jobs]
+        return [j for q, jobs in self.by_queue.items() if rules.candidate_queue(session, att, q) for j in jobs]
 
 
 @dataclass(slots=True)

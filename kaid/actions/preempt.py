@@ -44,7 +44,7 @@ class PreemptRules:
         return self.candidate_queue(session, att, victim.queue) and self._lower(att.job, victim)
 
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
-        """Only the job's own queue holds candidates (``evictions.QueueFilter``)."""
+        """Only the job's own queue holds candidates."""
         return queue == att.job.queue
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:

@@ -48,7 +48,7 @@ class ReclaimRules:
 
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         """KAI's filter reads the victim's queue only: asked once per queue and attempt (its search asks for every
-        running job of the cluster, before any eviction; ``evictions.QueueFilter``)."""
+        running job of the cluster, before any eviction; ``Rules.candidate_queue``)."""
         if att.job.preempt_never or queue == att.job.queue:
             return False
         known = self.allowed.get(queue)
