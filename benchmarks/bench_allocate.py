@@ -32,12 +32,13 @@ as plain Kubernetes dicts, the way the daemon and the simulator feed it:
 For each solver (``placement.gangSolver`` = ``cpsat`` and ``greedy``) and each of ``--repeat`` repeats,
 in the same process, alternating which solver goes first: time ``build_snapshot`` and one ``run_cycle``
 with the default config (fair share, then every action: allocate, consolidate, reclaim, preempt,
-stale-gang; each action timed on its own) with ``time.perf_counter``, then read the placement quality
-from the decisions. Then the same at ``--scale`` times the nodes, pods and queues (default 4: 4,000
-nodes, 40,000 pending pods, 200 queues), and the ratio of the two sizes' cycles. Last, per size, a fresh
-process measures resident memory: kaid's daemon imported, the objects held, the peak over a snapshot
-and a cycle. Report median and p99 (nearest rank: with 5 repeats it is the slowest run) and the ratios
-cpsat/greedy. Nothing here asserts on time.
+stale-gang; each action timed on its own) with ``time.perf_counter``, under kaid's garbage collector
+settings (``--gc kaid``, the default: what ``kaid run`` decides under) or CPython's (``--gc default``),
+then read the placement quality from the decisions. Then the same at ``--scale`` times the nodes, pods
+and queues (default 4: 4,000 nodes, 40,000 pending pods, 200 queues), and the ratio of the two sizes'
+cycles. Last, per size, a fresh process measures resident memory: kaid's daemon imported, the objects
+held, the peak over a snapshot and a cycle. Report median and p99 (nearest rank: with 5 repeats it is
+the slowest run) and the ratios cpsat/greedy. Nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -79,6 +80,8 @@ from kaid.sim.workload import JobSpec
 Obj = dict[str, Any]
 
 SOLVERS: Final[tuple[str, str]] = ("cpsat", "greedy")
+GC_WORDS: Final = {"kaid": "kaid's gc settings (kaid.kube.startup.settle_gc)",
+                   "default": "CPython's default gc settings"}
 
 # --- cluster ------------------------------------------------------------------------------------------
 GPUS_PER_NODE: Final = 8
@@ -501,9 +504,12 @@ def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, 
 
 
 def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repeat: int = 5, seed: int = 0,
-                  progress: bool = False, scale: int = 4, rss: bool = True, steady: bool = True) -> dict[str, Any]:
+                  progress: bool = False, scale: int = 4, rss: bool = True, steady: bool = True,
+                  gc_settings: str = "kaid") -> dict[str, Any]:
     """Build the workload, run both solvers ``repeat`` times each, and the same at ``scale`` times the nodes, pods
-    and queues (its own workload, same seed); return the report."""
+    and queues (its own workload, same seed); return the report. ``gc_settings``: the cold cycles run under kaid's
+    garbage collector settings (``kaid_gc``, as ``kaid run`` decides) or CPython's defaults (``default``, as a
+    one-off ``kaictl dry-run`` does)."""
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
     if scale < 0:
@@ -511,13 +517,16 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     load_before = machine_info()["loadavg"]
     from ortools.sat.python import cp_model  # noqa: F401  (the engine imports it on first use: not a cycle's cost)
 
+    collector = kaid_gc if gc_settings == "kaid" else nullcontext
     wl = build_workload(nodes, pods, queues, seed)
-    base = measure(wl, repeat, progress, f"{nodes} nodes")
+    with collector():
+        base = measure(wl, repeat, progress, f"{nodes} nodes")
     if steady:
         base["steady"] = steady_state(wl, seed=seed)
     report: dict[str, Any] = {
         "benchmark": "bench_allocate",
-        "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed, "scale": scale},
+        "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed, "scale": scale,
+                 "gc": gc_settings},
         **base,
     }
     sizes = [(nodes, pods, queues)]
@@ -525,7 +534,8 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
         big = (nodes * scale, pods * scale, queues * scale)
         sizes.append(big)
         wl = build_workload(*big, seed)
-        larger = measure(wl, repeat, progress, f"{big[0]} nodes")
+        with collector():
+            larger = measure(wl, repeat, progress, f"{big[0]} nodes")
         if steady:
             larger["steady"] = steady_state(wl, seed=seed)
         report["larger"] = larger
@@ -842,7 +852,8 @@ def format_report(report: dict[str, Any]) -> str:
     args, m = report["args"], report["machine"]
     lines = [
         f"bench_allocate: one cold cycle (snapshot, fair share, every action), CP-SAT against greedy gang placement; "
-        f"{args['repeat']} repeats, seed {args['seed']}",
+        f"{args['repeat']} repeats, seed {args['seed']}, "
+        f"{GC_WORDS[args.get('gc', 'default')]}",
         f"machine: {m['cpus']} CPUs, load average (1, 5, 15 min) {m['loadavg_before']} before, {m['loadavg']} after, "
         f"Python {m['python']}, OR-Tools {m['ortools']}, engine at commit {m['commit']}"
         f"{' with uncommitted changes in kaid/' if m['kaid_uncommitted_changes'] else ''}",
@@ -890,6 +901,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--scale", type=int, default=4,
                    help="also measure a cluster this many times larger in nodes, pods and queues (default 4: "
                         "4,000 nodes, 40,000 pending pods, 200 queues; 0 or 1: only the first size)")
+    p.add_argument("--gc", choices=sorted(GC_WORDS), default="kaid",
+                   help="garbage collector settings for the cold cycles: kaid's (default; what `kaid run` decides "
+                        "under) or CPython's defaults (a one-off kaictl dry-run)")
     p.add_argument("--no-rss", action="store_true", help="skip the resident-memory probes (a fresh process per size)")
     p.add_argument("--no-steady", action="store_true",
                    help="skip the steady-state cycle (kaid's incremental model, 1%% of the pods changed)")
@@ -913,7 +927,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_report("bench_allocate", steady, args)
             return 0
         report = run_benchmark(args.nodes, args.pods, args.queues, args.repeat, args.seed, progress=not args.quiet,
-                               scale=args.scale, rss=not args.no_rss, steady=not args.no_steady)
+                               scale=args.scale, rss=not args.no_rss, steady=not args.no_steady,
+                               gc_settings=args.gc)
     except ValueError as err:
         print(f"bench_allocate: {err}", file=sys.stderr)
         return 2

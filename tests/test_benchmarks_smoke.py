@@ -5,6 +5,7 @@ Nothing here looks at how long anything took (docs/architecture.md: benchmarks n
 
 from __future__ import annotations
 
+import gc
 import json
 import pathlib
 import sys
@@ -17,6 +18,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # benchmarks/ is not an installed package
 
 from benchmarks import bench_allocate as bench  # noqa: E402
+from kaid.kube.startup import GC_THRESHOLDS  # noqa: E402
 
 TINY = ["--nodes", "20", "--pods", "200", "--queues", "50", "--repeat", "1", "--seed", "3", "--scale", "2", "--quiet"]
 
@@ -56,10 +58,22 @@ def test_report_has_every_key(report: dict[str, Any]) -> None:
         assert set(res["actions_cpu_s"]) == set(res["actions_s"])
     assert set(report["ratios"]) >= RATIO_KEYS
     assert set(report["comparison"]) >= COMPARISON_KEYS
-    assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3, "scale": 2}
+    assert report["args"] == {"nodes": 20, "pods": 200, "queues": 50, "repeat": 1, "seed": 3, "scale": 2,
+                              "gc": "kaid"}
     assert report["larger"]["workload"]["nodes"] == 40
     for size in ("20x200x50", "40x400x100"):
         assert report["rss"][size]["peak_mb"] >= report["rss"][size]["imports_mb"] > 0
+
+
+def test_the_collector_is_left_as_it_was_found() -> None:
+    """The cold cycles run under kaid's gc settings (``--gc kaid``) and hand the collector back unchanged."""
+    before, frozen = (gc.isenabled(), gc.get_threshold()), gc.get_freeze_count()
+    with bench.kaid_gc():
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    assert (gc.isenabled(), gc.get_threshold()) == before
+    if not frozen:  # what others froze before stays frozen; otherwise nothing does
+        assert gc.get_freeze_count() == 0
 
 
 def test_every_solver_binds_pods(report: dict[str, Any]) -> None:
