@@ -45,13 +45,16 @@ def store_key(obj: Obj) -> str:
 def labels_of(obj: Obj | None) -> Obj:
     """``metadata.labels`` as they are (read, never copied: pods are read by the thousand); a value may be
     other than a string in a snapshot file."""
-    value = meta(obj).get("labels") if obj is not None else None
-    return value if isinstance(value, dict) else _EMPTY
+    return mapping(meta(obj).get("labels")) if obj is not None else _EMPTY
 
 
 def annotations_of(obj: Obj | None) -> Obj:
     """``metadata.annotations`` as they are (see ``labels_of``)."""
-    value = meta(obj).get("annotations") if obj is not None else None
+    return mapping(meta(obj).get("annotations")) if obj is not None else _EMPTY
+
+
+def mapping(value: Any) -> Obj:
+    """A field that should be a mapping (labels, annotations), as it is; empty when absent or not one."""
     return value if isinstance(value, dict) else _EMPTY
 
 

@@ -73,32 +73,32 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     m = meta.meta(obj)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    pod = Pod(meta.namespace(obj), meta.name(obj), str(m.get("uid") or ""))
-    pod.labels = meta.string_map(meta.labels_of(obj))
+    pod = Pod(str(m.get("namespace") or meta.DEFAULT_NAMESPACE), str(m.get("name", "")), str(m.get("uid") or ""))
+    labels = meta.string_map(meta.mapping(m.get("labels")))
+    pod.labels = labels
     pod.phase = str(status.get("phase") or PodPhase.PENDING)
     pod.node = spec.get("nodeName") or None
     pod.created = meta.parse_time(m.get("creationTimestamp"))
     pod.started = meta.parse_time(status.get("startTime")) or pod.created
-    pod.releasing = bool(m.get("deletionTimestamp"))
-    pod.deleted = meta.parse_time(m.get("deletionTimestamp"))
-    try:
-        req = pod_requests(spec)
-    except QuantityError as err:
-        problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} has an unreadable resource request: {err}"))
-        req = {}
-    pod.cpu = int(to_milli(req.get("cpu", 0)))
-    pod.mem = int(to_int(req.get("memory", 0)))
-    gpu = req.get(c.GPU_RESOURCE, Decimal(0))
+    deletion = m.get("deletionTimestamp")
+    pod.releasing = bool(deletion)
+    pod.deleted = meta.parse_time(deletion)
+    pod.cpu, pod.mem, gpu = _amounts(spec, pod, problems)
     if gpu != gpu.to_integral_value():
         problems.append(Reason(
             ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
             f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
     pod.gpu_whole = int(gpu)
-    ann = meta.string_map(meta.annotations_of(obj))
+    ann = meta.string_map(meta.mapping(m.get("annotations")))
     _read_sharing(pod, ann, problems)
-    pod.node_selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
-    pod.affinity = _required_terms(spec)
-    pod.tolerations = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
+    selector = spec.get("nodeSelector")
+    if selector:
+        pod.node_selector = {str(k): str(v) for k, v in selector.items()}
+    if spec.get("affinity"):
+        pod.affinity = _required_terms(spec)
+    tolerations = spec.get("tolerations")
+    if tolerations:
+        pod.tolerations = [t for t in tolerations if isinstance(t, dict)]
     if pod.node_selector or pod.affinity or pod.tolerations:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
     devs = ann.get(c.GPU_DEVICES_ANNOTATION)
@@ -107,9 +107,45 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
             pod.devices = tuple(int(x) for x in devs.split(",") if x.strip())
         except ValueError:
             pod.devices = ()
-    pod.gpu_group = pod.labels.get(c.GPU_GROUP_LABEL)
+    pod.gpu_group = labels.get(c.GPU_GROUP_LABEL)
     pod.raw = obj
     return pod
+
+
+Amounts = tuple[int, int, Decimal]  # cpu (milli), memory (bytes), whole GPUs as requested
+_AMOUNTS: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Amounts] = {}  # a lone container's requests and limits
+_AMOUNTS_KEPT = 4096
+
+
+def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amounts:
+    """What the pod requests of cpu, memory and whole GPUs (``pod_requests``). A pod of one container, as most are,
+    asks what thousands of others ask: its amounts are remembered by its requests and limits as written."""
+    containers = spec.get("containers")
+    key: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+    if isinstance(containers, list) and len(containers) == 1 and isinstance(containers[0], dict) and \
+            not spec.get("initContainers") and not spec.get("overhead"):
+        res = containers[0].get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        if isinstance(requests, dict) and isinstance(limits, dict):
+            key = (tuple(requests.items()), tuple(limits.items()))
+            try:
+                known = _AMOUNTS.get(key)
+            except TypeError:  # a value no quantity is made of (a list, a mapping): read it the long way
+                key, known = None, None
+            if known is not None:
+                return known
+    try:
+        req = pod_requests(spec)
+    except QuantityError as err:
+        problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} has an unreadable resource request: {err}"))
+        return 0, 0, Decimal(0)
+    amounts = (int(to_milli(req.get("cpu", 0))), int(to_int(req.get("memory", 0))),
+               req.get(c.GPU_RESOURCE, Decimal(0)))
+    if key is not None and all(type(v) is str for part in key for _, v in part):  # (1 == 1.0 == True: not as keys)
+        if len(_AMOUNTS) >= _AMOUNTS_KEPT:
+            _AMOUNTS.clear()
+        _AMOUNTS[key] = amounts
+    return amounts
 
 
 def _read_sharing(pod: Pod, ann: Mapping[str, str], problems: list[Reason]) -> None:
