@@ -101,6 +101,8 @@ def ready_pipelined(snap: Snapshot) -> list[Pod]:
         if any(snap.node_by_name.get(p.node or "") is None for p in waiting):
             for p in waiting:  # the node is gone: place the pods again
                 if snap.node_by_name.get(p.node or "") is None:
+                    if snap.journal is not None:
+                        snap.journal.pod(p)
                     p.status, p.node = PodStatus.PENDING, None
             continue
         if all(not _overcommitted(snap.node_by_name[p.node or ""]) for p in waiting):
@@ -129,7 +131,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     recall = None
     if memory is not None and focus is None:
         recall = Recall(memory, SearchMemory(until=horizon(snap, STUCK_RELEASING_SECONDS)), fingerprint(snap, cfg))
-    index = NodeIndex(snap.nodes)
+    index = NodeIndex(snap.nodes, snap.journal)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
     session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recall)
     out = Decisions(problems=list(snap.problems), memory=recall.after if recall is not None else None)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from kaid.actions.memory import Recall
 from kaid.api.config import Action, SchedulerConfig
+from kaid.model.journal import Journal
 from kaid.model.nodes import reference_node
 from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Reason, Snapshot
 from kaid.model.queues import charge, pod_vector
@@ -102,6 +103,11 @@ class Session:
     _releasing: list[Pod] | None = field(default=None, init=False, repr=False)
     _by_queue: dict[str, list[Job]] | None = field(default=None, init=False, repr=False)
     _evicts: dict[int, list[Op]] = field(default_factory=dict, init=False, repr=False)  # id(pod) -> its EVICT ops
+    # the snapshot's record of what the cycle changes on objects it shares with a live model (``kaid.model.journal``)
+    _journal: Journal | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._journal = self.snap.journal
 
     @property
     def total(self) -> Vec:
@@ -152,6 +158,8 @@ class Session:
                by: str | None) -> None:
         op = Op(kind, pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
                 prev_devices=pod.devices)
+        if self._journal is not None:
+            self._journal.pod(pod)
         self.index.assign(node, pod, devices)
         self._charge(pod, node, +1)
         pod.status = status
@@ -175,6 +183,8 @@ class Session:
         node = self.snap.node_by_name[pod.node or ""]
         op = Op(OpKind.EVICT, pod, node, pod.devices, action, by=by, message=message, prev_status=pod.status,
                 prev_node=pod.node, prev_devices=pod.devices)
+        if self._journal is not None:
+            self._journal.pod(pod)
         self.index.release(node, pod, pod.devices, planning=True)
         self._charge(pod, node, -1)
         pod.status = PodStatus.EVICTED
@@ -198,6 +208,8 @@ class Session:
             self._charge(pod, placed, -1)
         op = Op(OpKind.RESTORE, pod, evicted.node, evicted.devices, evicted.action, by=evicted.by,
                 prev_status=pod.status, prev_node=pod.node, prev_devices=pod.devices)
+        if self._journal is not None:  # (recorded by its eviction already)
+            self._journal.pod(pod)
         self.index.assign(evicted.node, pod, evicted.devices)
         self._charge(pod, evicted.node, +1)
         pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices

@@ -7,10 +7,12 @@ hold resources on it accounted, a job with its pods, each queue's sums. An event
 through it; a queue, a priority class or a topology: every job) and only that is read again when the next
 snapshot is taken.
 
-``snapshot`` hands out a fresh copy of every engine object (nodes, pods, jobs, queues): a cycle changes its
-snapshot as it decides, and must never change the kept model. The copy is shallow (what a cycle never changes,
-such as labels, selectors and the objects themselves, is shared, as the daemon's pod memo always did) and costs
-a few microseconds an object; everything else a cold build does is paid only for what changed.
+``snapshot`` hands out the model's own nodes, pods and jobs (queues are copied: there are few), with a
+``Journal`` (``kaid.model.journal``) in which the cycle records every object it is about to change, as it was; the
+model undoes that journal at its next call, before anything else. So a cycle costs a record per object it touches,
+not a copy of every object, and the kept model never sees what a cycle decided. The snapshot must not be read once
+the model has been called again. ``LiveModel(shared=False)`` copies every object instead (a shallow copy of what a
+cycle changes: a few microseconds an object), for a snapshot that must outlive the next call.
 
 The snapshot is the one ``build_snapshot`` makes from the same objects in the same order (each kind in the order
 it was first upserted, as a watch cache's dict keeps it): ``tests/test_live_model.py`` checks that on random
@@ -18,6 +20,7 @@ event sequences. Queue ``version`` counters differ (they only ever need to chang
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +30,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.model.build import complete_job, node_gone, place_pod, pod_role
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
+from kaid.model.journal import Journal
 from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
 from kaid.model.objects import (
     Budget,
@@ -91,9 +95,12 @@ class _JobEntry:
 class LiveModel:
     """The objects of a cluster and the engine's model of them, kept up to date one event at a time."""
 
-    def __init__(self, config: SchedulerConfig | None = None, wait_for_owners: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig | None = None, wait_for_owners: bool = False,
+                 shared: bool = False) -> None:
         self.cfg = config or SchedulerConfig()
         self.wait_for_owners = wait_for_owners
+        self.shared = shared  # snapshots hand out the model's own objects, with a journal (else copies)
+        self.journal: Journal | None = None  # the last shared snapshot's: undone at the next call
         self._seq = 0
         self.pods: dict[str, _PodEntry] = {}
         self.nodes: dict[str, Obj] = {}  # by name
@@ -124,6 +131,12 @@ class LiveModel:
         self.dirty_pods: set[str] = set()
         self.dirty_nodes: set[str] = set()
         self.dirty_jobs: set[str] = set()
+        self.relink: set[str] = set()  # jobs whose pods list is to be made again (a pod read again, or its node)
+        # what the snapshots hand out, kept while nothing it depends on changes
+        self.job_order: list[str] | None = None  # the jobs' keys as a cold build orders them
+        self.job_view: dict[str, Job] | None = None  # the jobs in that order
+        self.pod_view: list[Pod] | None = None  # this scheduler's pods (their templates) in the model's order
+        self.queue_jobs: dict[str, list[Job]] = {}  # the queue jobs name -> those jobs, sorted as a queue's are
         self.queues_dirty = True
         self.policy_dirty = True
         self.all_jobs_dirty = False
@@ -133,6 +146,8 @@ class LiveModel:
     # ------------------------------------------------------------------------------------------------ events
     def upsert(self, obj: Obj) -> None:
         """An object added or changed (the same dict again is a no-op)."""
+        if self.journal is not None:
+            self.take_back()
         kind = obj.get("kind")
         if kind == "List":
             for item in obj.get("items") or []:
@@ -163,6 +178,8 @@ class LiveModel:
         elif kind == "PodGroup":
             if self.podgroups.get(key) is obj:
                 return
+            if key not in self.podgroups:
+                self.job_order = None
             self.podgroups[key] = obj
             self.dirty_jobs.add(key)
         elif kind == "Queue":
@@ -184,6 +201,8 @@ class LiveModel:
     def delete(self, kind: str, key: str) -> None:
         """An object deleted: ``key`` is its watch-cache key (``meta.store_key``: ``namespace/name``, an empty
         namespace for cluster-scoped objects)."""
+        if self.journal is not None:
+            self.take_back()
         if kind == "Pod":
             entry = self.pods.pop(key, None)
             if entry is not None:
@@ -196,6 +215,7 @@ class LiveModel:
                 self._node_changed(name)
         elif kind == "PodGroup":
             if self.podgroups.pop(key, None) is not None:
+                self.job_order = None
                 self.dirty_jobs.add(key)
         elif kind == "Queue":
             if self.queue_objs.pop(key, None) is not None:
@@ -215,6 +235,8 @@ class LiveModel:
     def resync(self, kind: str, objects: Iterable[Obj]) -> None:
         """Every object of ``kind`` as a new list has them (after a relist: ``410 Gone``, a restarted watch): those
         missing are deleted, the rest upserted, and the kind's order becomes the list's."""
+        if self.journal is not None:
+            self.take_back()
         objs = [o for o in objects if isinstance(o, dict)]
         for o in objs:
             o.setdefault("kind", kind)
@@ -231,6 +253,7 @@ class LiveModel:
         elif kind == "PodGroup":
             self.dirty_jobs.update(self.podgroups)
             self.podgroups = {}
+            self.job_order = None
         elif kind == "Queue":
             self.queue_objs = {}
             self.queues_dirty = True
@@ -254,6 +277,12 @@ class LiveModel:
         if kind == "Namespace":
             return [f"/{n}" for n in self.namespaces]
         return [f"{ns}/{name}" for ns, k, name in self.owners if k == kind]
+
+    def take_back(self) -> None:
+        """Undo what the cycle on the last snapshot changed on the model's objects (its journal)."""
+        if self.journal is not None:
+            self.journal.undo()
+            self.journal = None
 
     def objects(self) -> list[Obj]:
         """Every object held, each kind in the model's order: ``build_snapshot`` of these is ``snapshot``."""
@@ -300,6 +329,8 @@ class LiveModel:
                 members.discard(key)
                 if not members:
                     del self.job_pods[entry.job]
+                if not members or entry.job not in self.podgroups:  # (its first pod may be another)
+                    self.job_order = None
             self.dirty_jobs.add(entry.job)
         for okey in entry.chain:
             pods = self.owner_pods.get(okey)
@@ -315,6 +346,7 @@ class LiveModel:
         entry.waiting = entry.group = ""
         entry.included = entry.reservation = False
         entry.tpl = None
+        self.pod_view = None
 
     def _wait(self, uid: str, sign: int) -> None:
         n = self.waiting.get(uid, 0) + sign
@@ -350,6 +382,7 @@ class LiveModel:
         entry.rank = (1 if placed.node else None) if entry.reservation else place_pod(obj, placed, ours)
         entry.placed = placed
         entry.tpl = placed
+        self.pod_view = None
         entry.node = placed.node
         if entry.node is not None:
             self.node_pods.setdefault(entry.node, set()).add(key)
@@ -370,6 +403,9 @@ class LiveModel:
             for okey in entry.chain:
                 self.owner_pods.setdefault(okey, set()).add(key)
         entry.job = job
+        members = self.job_pods.get(job)
+        if members is None or job not in self.podgroups:
+            self.job_order = None
         self.job_pods.setdefault(job, set()).add(key)
         self.dirty_jobs.add(job)
         if placed.status == PodStatus.PENDING and placed.frac_devices:
@@ -380,6 +416,8 @@ class LiveModel:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""
         obj = self.nodes.get(name)
         holders = [self.pods[k] for k in self.node_pods.get(name, ()) if k in self.pods]
+        self.relink.update(e.job for e in holders if e.job is not None)  # their pods are made again here
+        self.pod_view = None
         if obj is None:  # (no such node, or not yet): its pods hold nothing, those bound there are NODE_GONE
             self.node_tpl.pop(name, None)
             for e in holders:
@@ -409,6 +447,10 @@ class LiveModel:
 
     def _read_job(self, key: str) -> None:
         old = self.jobs.pop(key, None)
+        self.job_view = None
+        if old is not None:
+            filed = self.queue_jobs[old.job.queue]
+            del filed[bisect_left(filed, _job_rank(old.job), key=_job_rank)]
         if old is not None and old.queue is not None:
             self._charge(old, -1)
         self.mem_jobs.discard(key)
@@ -448,8 +490,10 @@ class LiveModel:
                             entry.alloc_np[r] += vec[r]
             job.request_milli = request
             self._charge(entry, 1)
-        job.pods = []  # the snapshot's are the copies of the pods' templates
+        job.pods = []  # the pods' templates, once the nodes have accounted them (``relink``)
         self.jobs[key] = entry
+        self.relink.add(key)
+        insort(self.queue_jobs.setdefault(job.queue, []), job, key=_job_rank)
 
     def _charge(self, entry: _JobEntry, sign: int) -> None:
         q = self._direct.setdefault(str(entry.queue), (zero(), zero(), zero()))
@@ -461,6 +505,8 @@ class LiveModel:
     # ------------------------------------------------------------------------------------------ snapshot
     def refresh(self) -> None:
         """Read again what the events since the last call changed."""
+        if self.journal is not None:
+            self.take_back()
         if self.policy_dirty:
             problems: list[ObjectProblem] = []
             self.pcs = read_priority_classes(list(self.policy["PriorityClass"].values()), problems)
@@ -498,42 +544,71 @@ class LiveModel:
         for key in self.dirty_jobs:
             self._read_job(key)
         self.dirty_jobs = set()
+        for key in self.relink:
+            self._relink(key)
+        self.relink = set()
+
+    def _relink(self, key: str) -> None:
+        """A job's pods list made of its pods' templates, each pointing back at the job."""
+        filed = self.jobs.get(key)
+        if filed is None:
+            return
+        job = filed.job
+        job.pods = []
+        for k in filed.keys:
+            pod = self.pods[k].tpl
+            assert pod is not None  # (one of this scheduler's pods, read)
+            pod.job = job
+            job.pods.append(pod)
 
     def snapshot(self, now: float = 0.0, usage: Mapping[str, list[float]] | None = None) -> Snapshot:
-        """A Snapshot of the current objects, the engine's to change: every node, pod, job and queue a fresh copy."""
+        """A Snapshot of the current objects, the engine's to change until the next call: the model's own nodes, pods
+        and jobs with a journal of the changes (``shared``), else a fresh copy of each; queues always a copy."""
         self.refresh()
         assert self.sorted_nodes is not None
-        nodes = [_copy_node(self.node_tpl[n]) for n in self.sorted_nodes]
-        node_by_name = {n.name: n for n in nodes}
-        view: dict[str, Pod] = {}
-        pods: list[Pod] = []
-        for key, entry in self.pods.items():
-            if entry.included and entry.tpl is not None:
-                pod = entry.tpl.copy()
-                view[key] = pod
-                pods.append(pod)
-        jobs: dict[str, Job] = {}
-        firsts: list[tuple[int, str]] = []
-        for key in self.podgroups:
-            jobs[key] = None  # type: ignore[assignment]  # the PodGroups' jobs first, in their order
-        for key, members in self.job_pods.items():
-            if key not in self.podgroups:
-                firsts.append((min(self.pods[k].seq for k in members), key))
-        firsts.sort()
-        for _, key in firsts:
-            jobs[key] = None  # type: ignore[assignment]
-        for key in jobs:
-            tpl = self.jobs[key]
-            job = _copy_job(tpl.job)
-            job.pods = [view[k] for k in tpl.keys]
-            for pod in job.pods:
-                pod.job = job
-            jobs[key] = job
+        order = self._job_order()
+        journal: Journal | None = None
+        if self.shared:
+            nodes = [self.node_tpl[n] for n in self.sorted_nodes]
+            if self.pod_view is None:
+                self.pod_view = [e.tpl for e in self.pods.values() if e.included and e.tpl is not None]
+            pods = list(self.pod_view)
+            if self.job_view is None:
+                self.job_view = {key: self.jobs[key].job for key in order}
+            jobs = dict(self.job_view)
+            self.journal = journal = Journal()
+        else:
+            nodes = [_copy_node(self.node_tpl[n]) for n in self.sorted_nodes]
+            view: dict[str, Pod] = {}
+            pods = []
+            jobs = {}
+            for key, entry in self.pods.items():
+                if entry.included and entry.tpl is not None:
+                    pod = entry.tpl.copy()
+                    view[key] = pod
+                    pods.append(pod)
+            for key in order:
+                tpl = self.jobs[key]
+                job = _copy_job(tpl.job)
+                job.pods = [view[k] for k in tpl.keys]
+                for pod in job.pods:
+                    pod.job = job
+                jobs[key] = job
         queues = self._queues(jobs, usage)
         problems = [*self.policy_problems, *self.queue_problems]
         budgets = [Budget(b.namespace, b.name, b.selector, b.disruptions_allowed) for b in self.budgets]
         return Snapshot(nodes, queues, jobs, pods, dict(self.topologies), dict(self.pcs), now, problems, budgets,
-                        node_by_name)
+                        {n.name: n for n in nodes}, journal)
+
+    def _job_order(self) -> list[str]:
+        """The jobs' keys as a cold build orders them: the PodGroups' in their order, then the others by their first
+        pod."""
+        if self.job_order is None:
+            firsts = sorted((min(self.pods[k].seq for k in members), key) for key, members in self.job_pods.items()
+                            if key not in self.podgroups)
+            self.job_order = [*self.podgroups, *(key for _, key in firsts)]
+            self.job_view = None
+        return self.job_order
 
     def _queues(self, jobs: Mapping[str, Job], usage: Mapping[str, list[float]] | None) -> dict[str, Queue]:
         out = {name: _copy_queue(q) for name, q in self.queues.items()}
@@ -552,13 +627,16 @@ class LiveModel:
                         anc.requested[r] += direct[0][r]
                         anc.allocated[r] += direct[1][r]
                         anc.alloc_np[r] += direct[2][r]
-        for job in jobs.values():
-            queue = out.get(job.queue)
-            if queue is not None:
-                queue.jobs.append(job)
-        for q in out.values():
-            q.jobs.sort(key=lambda j: (-j.priority, j.created, j.key))
+        for name, q in out.items():
+            filed = self.queue_jobs.get(name)
+            if filed:
+                q.jobs = list(filed) if self.shared else [jobs[j.key] for j in filed]
         return out
+
+
+def _job_rank(job: Job) -> tuple[int, float, str]:
+    """Where a job comes in its queue's list (``Queue.jobs``): higher priority first, then older, then by key."""
+    return -job.priority, job.created, job.key
 
 
 def _owner_chain(pod: Obj, owners: OwnerIndex) -> tuple[tuple[str, str, str], ...]:

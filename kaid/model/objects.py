@@ -5,7 +5,7 @@ reason codes) is in ``kaid.model.vocabulary``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
 from kaid.model.selectors import selector_matches
@@ -14,6 +14,9 @@ from kaid.model.vocabulary import GPU as GPU
 from kaid.model.vocabulary import HOLDS_RESOURCES, PodPhase, PodStatus
 from kaid.model.vocabulary import MEM as MEM
 from kaid.model.vocabulary import RESOURCES as RESOURCES
+
+if TYPE_CHECKING:
+    from kaid.model.journal import Journal
 
 UNLIMITED = -1
 
@@ -361,6 +364,9 @@ class Snapshot:
     problems: list[ObjectProblem] = field(default_factory=list)
     budgets: list[Budget] = field(default_factory=list)
     node_by_name: dict[str, Node] = field(default_factory=dict)
+    # set when the objects are a live model's own (``kaid.model.journal``): every write a cycle makes to a pod, node
+    # or job is recorded there first, to be undone
+    journal: Journal | None = None
 
     def __post_init__(self) -> None:
         if not self.node_by_name:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterator
 
+from kaid.model.journal import Journal
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure
@@ -56,11 +57,12 @@ class Partial:
 class NodeIndex:
     """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
 
-    __slots__ = ("_domains", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch", "max_gpus",
-                 "nodes", "partial", "shared")
+    __slots__ = ("_domains", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch", "journal",
+                 "max_gpus", "nodes", "partial", "shared")
 
-    def __init__(self, nodes: list[Node]) -> None:
+    def __init__(self, nodes: list[Node], journal: Journal | None = None) -> None:
         self.nodes = nodes
+        self.journal = journal  # where nodes shared with a live model are recorded before they change
         self.max_gpus = max((n.gpus for n in nodes), default=0)
         self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_gpus + 1)]
         self.shared: dict[int, None] = {}  # nodes with a partly used device
@@ -145,6 +147,8 @@ class NodeIndex:
 
     def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
         """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
+        if self.journal is not None:
+            self.journal.node(node)
         old = node.idle
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
@@ -166,6 +170,8 @@ class NodeIndex:
 
     def release(self, node: Node, pod: Pod, devices: Devices, planning: bool = False) -> None:
         """Give back what ``assign`` took; ``planning`` undoes a tentative plan without expiring caches."""
+        if self.journal is not None:
+            self.journal.node(node)
         old = node.idle
         node.used_cpu -= pod.cpu
         node.used_mem -= pod.mem
