@@ -1,7 +1,9 @@
 """The job order (``kaid.actions.order.ByQueue``) against its plain reading: every pop works the whole queue tree
 out again from the rules (KAI's queue order at every level, then the leaf's job order). The order keeps entries
-for queues that did not change between pops; whatever happens between pops (charges anywhere in the tree, jobs
-pushed back), both must hand out the same jobs in the same order."""
+for queues that did not change between pops, and the children of each queue in a heap by key (the tie rule
+decides between equal keys, by rank where it orders the siblings totally); whatever happens between pops (charges
+anywhere in the tree, a parent queue's included, jobs pushed back), both must hand out the same jobs in the same
+order."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kaid.actions.order import (
@@ -184,12 +186,85 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Queue], list[Job], dict[str, V
     return queues, jobs, vec, draw(st.booleans()), steps
 
 
+Case = tuple[dict[str, Queue], list[Job], dict[str, Vec], bool, list[tuple[int, ...]]]
+
+
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
-def test_order_matches_its_plain_reading(case: tuple[dict[str, Queue], list[Job], dict[str, Vec], bool,
-                                                     list[tuple[int, ...]]]) -> None:
+def test_order_matches_its_plain_reading(case: Case) -> None:
+    _same_order(case)
+
+
+def _wide_tree(draw: st.DrawFn) -> dict[str, Queue]:
+    """Three levels, up to eight siblings, each queue one of a few profiles (so that keys tie often between
+    siblings, and the tie rule's allocatable shares are sometimes not comparable: then it need not be
+    transitive)."""
+    amounts = st.sampled_from([0, 2000, 4000])
+    profiles = draw(st.lists(st.tuples(
+        st.tuples(st.sampled_from([-1, 0, 2000, 4000]), amounts, amounts),  # quota
+        st.tuples(st.sampled_from([-1, 0, 8000]), st.sampled_from([-1, 4000]), st.just(-1)),  # limit
+        st.tuples(amounts, amounts, amounts),  # fair share
+        st.sampled_from([100, 100, 110])), min_size=1, max_size=3))
+    queues: dict[str, Queue] = {}
+
+    def add(name: str, parent: Queue | None) -> Queue:
+        q = Queue(name)
+        if parent is not None:
+            q.parent, q.parent_name = parent, parent.name
+            parent.children.append(q)
+        quota, limit, fair, priority = draw(st.sampled_from(profiles))
+        q.quota, q.limit, q.fair, q.priority = list(quota), list(limit), list(fair), priority
+        q.created = float(draw(st.integers(0, 2)))
+        q.allocated = [draw(st.sampled_from([0, 1000])), 0, 0]
+        queues[name] = q
+        return q
+
+    for d in range(draw(st.integers(1, 3))):
+        dept = add(f"d{d}", None)
+        for t in range(draw(st.integers(0, 3))):
+            team = add(f"d{d}-t{t}", dept)
+            for k in range(draw(st.integers(0, 8))):
+                add(f"d{d}-t{t}-q{k}", team)
+    return queues
+
+
+@st.composite
+def wide_scenarios(draw: st.DrawFn) -> Case:
+    queues = _wide_tree(draw)
+    leaves = [q for q in queues.values() if not q.children]
+    vectors = st.tuples(st.sampled_from([0, 1000, 2000]), st.sampled_from([0, 1000]), st.just(0))
+    jobs: list[Job] = []
+    vec: dict[str, Vec] = {}
+    for i in range(draw(st.integers(1, 30))):
+        job = Job("ns", f"j{i:02d}")
+        job.queue = draw(st.sampled_from(leaves)).name
+        job.priority = draw(st.sampled_from([75, 100]))
+        job.created = float(draw(st.integers(0, 2)))
+        jobs.append(job)
+        vec[job.key] = draw(vectors)
+    # between pops: (0,) nothing, (1, -1 - i, sign, amount) a charge of the i-th queue by name (a parent's too), (2,)
+    # the last popped job pushed back
+    steps: list[tuple[int, ...]] = draw(st.lists(st.one_of(
+        st.tuples(st.just(0)),
+        st.tuples(st.just(1), st.integers(-len(queues), -1), st.sampled_from([-1, 1]), st.sampled_from([1000, 2000])),
+        st.tuples(st.just(2))), max_size=40))
+    return queues, jobs, vec, draw(st.booleans()), steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(wide_scenarios())
+def test_order_matches_its_plain_reading_on_wide_trees(case: Case) -> None:
+    fast = _same_order(case)
+    levels = fast._levels.values()
+    event("tie rule ranked on some level" if any(lv.ranks is not None for lv in levels) else "no level ranked")
+    event("tie rule not total on some level" if any(lv.ranked and lv.ranks is None for lv in levels)
+          else "tie rule total wherever asked")
+
+
+def _same_order(case: Case) -> ByQueue:
     queues, jobs, vec, victims, steps = case
     leaves = [q for q in queues.values() if not q.children]
+    names = sorted(queues)
     total: Vec = (16000, 64000, 64000)
     held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
     fast = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
@@ -199,8 +274,8 @@ def test_order_matches_its_plain_reading(case: tuple[dict[str, Queue], list[Job]
         plain.push(job)
     last: Job | None = None
     for step in [*steps, *[(0,)] * len(jobs)]:
-        if step[0] == 1:
-            charge(leaves[step[1]], (step[2] * step[3], 0, 0), False)
+        if step[0] == 1:  # a leaf by position, or (negative) any queue by position among all of them
+            charge(leaves[step[1]] if step[1] >= 0 else queues[names[-1 - step[1]]], (step[2] * step[3], 0, 0), False)
         elif step[0] == 2 and last is not None and not victims:
             fast.push(last)
             plain.push(last)
@@ -208,3 +283,4 @@ def test_order_matches_its_plain_reading(case: tuple[dict[str, Queue], list[Job]
         assert a is b, f"fast order gave {a and a.key}, the plain reading {b and b.key}"
         last = a if a is not None else last
     assert fast.pop() is None and plain.pop() is None
+    return fast

@@ -14,9 +14,12 @@ the rules one pair of queues at a time, as KAI writes them.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
+from itertools import pairwise
 
 from kaid.actions import gangs
 from kaid.model.objects import UNLIMITED, Job, Queue
@@ -24,6 +27,7 @@ from kaid.model.objects import UNLIMITED, Job, Queue
 Vec = tuple[int, int, int]
 ZERO: Vec = (0, 0, 0)
 NO_SHARE_MULTIPLIER = 1000  # KAI's noFairShareDrfMultiplier
+TIE_SCORES_UP_TO = 32  # siblings whose tie rule is checked pair by pair for a total order (``ByQueue._rank``)
 
 
 def job_key(job: Job) -> tuple[int, int, float, str]:
@@ -82,6 +86,37 @@ class _Entry:
     key: tuple[int, int, int, int, float, float] | None = None
 
 
+Key = tuple[int, int, int, int, float, float]
+_Item = tuple[Key, int, int]  # (a child's key, negated for victims; its tie rank or list position; its position)
+
+
+@dataclass(slots=True)
+class _Level:
+    """The children of one queue (or the roots), kept in a heap by their entries' keys so that the best is found
+    without reading every sibling. A heap item stands while it is its child's current item (``items``); the
+    others are dropped when they come to the top. ``stale``: children that ByQueue touched since the level was
+    last read; ``version``: the level's version then (the parent's, or the roots' summed); a charge anywhere
+    below bumps it and the version of exactly one child, so the children whose versions moved are found without
+    reading the others where the touched children account for the whole move (``ByQueue._changed``)."""
+
+    queues: list[Queue]
+    parent: Queue | None
+    position: dict[str, int]
+    items: list[_Item | None]
+    heap: list[_Item] = field(default_factory=list)
+    stale: set[int] = field(default_factory=set)
+    version: int | None = None  # None: never read
+    # the tie rule's rank of each child where it orders these siblings totally (``ByQueue._rank``); None: the
+    # position in the list, and queues whose keys are equal are compared pair by pair in list order
+    ranks: list[int] | None = None
+    ranked: bool = False  # whether ``ranks`` was worked out (it is, at the first tie)
+
+    def now(self) -> int:
+        if self.parent is not None:
+            return self.parent.version
+        return sum(q.version for q in self.queues)
+
+
 @dataclass
 class ByQueue:
     """Jobs to serve (or victims to take, ``victims=True``), handed out one at a time in KAI's order. The order
@@ -111,6 +146,8 @@ class ByQueue:
     _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
     _job_keys: dict[int, tuple[int, int, float, str]] = field(default_factory=dict)  # ``frozen``: id(job) -> key
+    _levels: dict[str | None, _Level] = field(default_factory=dict)  # parent's name (None: the roots) -> its level
+    _paths: dict[str, list[tuple[str, _Level, int]]] = field(default_factory=dict)  # leaf -> (queue, level, pos) up
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -164,7 +201,7 @@ class ByQueue:
 
     def pop(self) -> Job | None:
         self._asked.clear()  # nothing changes during one pop: a leaf's head job is asked once, not once per level
-        best = self._best(self._roots)
+        best = self._below(None)
         if best is None or best.leaf is None:
             return None
         leaf = best.leaf
@@ -179,31 +216,152 @@ class ByQueue:
         return job
 
     def _touch(self, leaf: Queue) -> None:
-        for q in leaf.path():
-            self._dirty.add(q.name)
+        path = self._paths.get(leaf.name)
+        if path is None:
+            path = self._paths[leaf.name] = [(q.name, level, level.position[q.name])
+                                             for q in leaf.path() for level in (self._level(q.parent),)]
+        dirty = self._dirty
+        for name, level, pos in path:
+            dirty.add(name)
+            level.stale.add(pos)
 
-    def _best(self, queues: list[Queue]) -> _Entry | None:
-        """The entry of the queue served first among ``queues`` (the first of equals), ignoring those with no
-        job below them."""
-        best: _Entry | None = None
-        best_key: tuple[int, int, int, int, float, float] | None = None
-        entries, dirty, victims = self._entries, self._dirty, self.victims
-        for q in queues:
-            name = q.name
-            e = entries.get(name)  # ``_entry``'s check inline: most siblings on the way are unchanged
-            if e is None or e.version != q.version or name in dirty:
-                e = self._entry(q)
-            key = e.key
-            if key is None:  # no job below it
+    def _level(self, parent: Queue | None) -> _Level:
+        level = self._levels.get(parent.name if parent is not None else None)
+        if level is None:
+            queues = parent.children if parent is not None else self._roots
+            level = _Level(queues, parent, {q.name: i for i, q in enumerate(queues)}, [None] * len(queues))
+            self._levels[parent.name if parent is not None else None] = level
+        return level
+
+    def _below(self, parent: Queue | None) -> _Entry | None:
+        """The entry of the child of ``parent`` (None: the root) served first (the first of equals in the list
+        of children, as a scan would find it), ignoring those with no job below them. Reads again only the
+        children that changed since the last time (``_changed``), then the top of the heap; where keys tie, the
+        tie rule decides: by the children's ranks where it orders them totally, else pair by pair over the tied
+        ones in list order."""
+        level = self._level(parent)
+        queues, items, heap, entries = level.queues, level.items, level.heap, self._entries
+        for pos in self._changed(level):
+            q = queues[pos]
+            known = entries.get(q.name)
+            e = self._entry(q)
+            if e is known and items[pos] is not None:
                 continue
-            if best_key is None:
-                best, best_key = e, key
-            elif key != best_key:  # ``_compare`` where the keys differ, inline
-                if (key < best_key) != victims:
-                    best, best_key = e, key
-            elif self._compare(e, best) < 0:  # type: ignore[arg-type]
+            if e.key is None:
+                items[pos] = None
+                continue
+            key = e.key if not self.victims else _negated(e.key)
+            ranks = level.ranks
+            item = items[pos] = (key, pos if ranks is None else ranks[pos], pos)
+            heappush(heap, item)
+        if len(heap) > 4 * len(queues) + 8:  # drop the items that no longer stand
+            heap[:] = [i for i in items if i is not None]
+            heapify(heap)
+        while heap and items[heap[0][2]] is not heap[0]:
+            heappop(heap)
+        if not heap:
+            return None
+        top = heap[0]
+        if level.ranks is not None:
+            return entries[queues[top[2]].name]
+        tied = self._tied(level)
+        if len(tied) == 1:
+            return entries[queues[tied[0][2]].name]
+        if not level.ranked:
+            self._rank(level)
+            if level.ranks is not None:
+                return self._below(parent)
+        best = entries[queues[tied[0][2]].name]
+        for item in tied[1:]:  # the scan of the plain reading over the tied children, in list order
+            e = entries[queues[item[2]].name]
+            if self._compare(e, best) < 0:
                 best = e
         return best
+
+    def _changed(self, level: _Level) -> list[int]:
+        """The children whose entries may no longer stand: those touched here, and those whose version moved.
+        Every charge below the level bumps its version and that of one child, so where the touched children's
+        versions moved by as much as the level's, no other child's did; else every child is read."""
+        now = level.now()
+        if level.version is None:
+            level.version = now
+            level.stale.clear()
+            return list(range(len(level.queues)))
+        stale = level.stale
+        moved = now - level.version
+        level.version = now
+        if not moved:
+            if not stale:
+                return []
+            out = list(stale)
+            stale.clear()
+            return out
+        entries, queues = self._entries, level.queues
+        known = 0
+        for pos in stale:
+            q = queues[pos]
+            known += q.version - entries[q.name].version
+        if known != moved:  # charged elsewhere too: read every child's version
+            stale.update(pos for pos, q in enumerate(queues) if entries[q.name].version != q.version)
+        out = list(stale)
+        stale.clear()
+        return out
+
+    def _tied(self, level: _Level) -> list[_Item]:
+        """The standing items of the least key, in list order; they stay in the heap."""
+        heap, items = level.heap, level.items
+        key = heap[0][0]
+        if (len(heap) < 2 or heap[1][0] != key) and (len(heap) < 3 or heap[2][0] != key):
+            return [heap[0]]  # the heap's order: nothing below the top's children is less than they are
+        tied: list[_Item] = []
+        while heap and heap[0][0] == key:
+            item = heappop(heap)
+            if items[item[2]] is item:
+                tied.append(item)
+        for item in tied:
+            heappush(heap, item)
+        return tied
+
+    def _rank(self, level: _Level) -> None:
+        """Rank the children by the tie rule where it orders them totally, and key the heap by rank in place of
+        list position. It does where their allocatable shares, told apart, make a chain (each below the next): the
+        rule is then the chain, then age. Else, for a few children, where each beats a different number of the
+        others (a tournament is transitive where its scores are all different)."""
+        level.ranked = True
+        queues = level.queues
+        n = len(queues)
+        caps = [self._caps_of(q) for q in queues]
+        kinds = sorted(set(caps), key=lambda c: tuple(math.inf if x == UNLIMITED else x for x in c))
+        ranks = [0] * n
+        if all(_smaller_caps(a, b) for a, b in pairwise(kinds)):
+            link = {c: i for i, c in enumerate(kinds)}
+            for rank, pos in enumerate(sorted(range(n), key=lambda i: (link[caps[i]], queues[i].created,
+                                                                        queues[i].name))):
+                ranks[pos] = rank
+        elif n <= TIE_SCORES_UP_TO:
+            wins = [0] * n
+            for i in range(n):
+                for j in range(i + 1, n):
+                    wins[i if self._tie_of(queues[i], queues[j]) < 0 else j] += 1
+            if len(set(wins)) != n:
+                return
+            ranks = [n - 1 - w for w in wins]
+        else:
+            return
+        if self.victims:
+            ranks = [-r for r in ranks]
+        level.ranks = ranks
+        for pos, item in enumerate(level.items):
+            if item is not None:
+                level.items[pos] = (item[0], ranks[pos], pos)
+        level.heap[:] = [i for i in level.items if i is not None]
+        heapify(level.heap)
+
+    def _caps_of(self, q: Queue) -> tuple[int, int, int]:
+        caps = self._caps.get(q.name)
+        if caps is None:
+            caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
+        return caps
 
     def _entry(self, q: Queue) -> _Entry:
         e = self._entries.get(q.name)
@@ -211,7 +369,7 @@ class ByQueue:
             return e
         self._dirty.discard(q.name)
         if q.children:
-            below = self._best(q.children)
+            below = self._below(q)
             leaf = below.leaf if below is not None else None
         else:
             leaf = q if self.leaves.get(q.name) else None
@@ -227,9 +385,7 @@ class ByQueue:
                 if asked is None:
                     asked = self._asked[id(head)] = self.request(head)
                 e.side = Side(q, asked)
-            caps = self._caps.get(q.name)
-            if caps is None:
-                caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
+            caps = self._caps_of(q)
             held = q.allocated if self._allocated is None else self._allocated[q.name]
             e.key = _key(e.side, self.total, caps, held)
         self._entries[q.name] = e
@@ -242,24 +398,35 @@ class ByQueue:
         if left.key != right.key:
             result = -1 if left.key < right.key else 1
         else:
-            lq, rq = left.side.queue, right.side.queue
-            pair = (lq.name, rq.name)
-            result = self._ties.get(pair, 0)
-            if not result:  # the same for the whole cycle: worked out once per pair
-                result = self._ties[pair] = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
+            result = self._tie_of(left.side.queue, right.side.queue)
         return -result if self.victims else result
+
+    def _tie_of(self, lq: Queue, rq: Queue) -> int:
+        """``_tie`` of two queues whose keys are equal; the same for the whole cycle: worked out once per pair."""
+        pair = (lq.name, rq.name)
+        result = self._ties.get(pair, 0)
+        if not result:
+            result = self._ties[pair] = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
+        return result
+
+
+def _negated(key: Key) -> Key:
+    """The victims' order takes the largest key first: the heap keeps the least."""
+    return (-key[0], -key[1], -key[2], -key[3], -key[4], -key[5])
 
 
 def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, int, int]) -> int:
     """The last two rules, for queues whose keys tie: the smaller allocatable share (``caps``: ``allocatable`` per
     resource; one is smaller when it is nowhere larger and somewhere smaller), then the older queue."""
-    def below(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
-        return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
-
-    result = _first(below(lcaps, rcaps), below(rcaps, lcaps))
+    result = _first(_smaller_caps(lcaps, rcaps), _smaller_caps(rcaps, lcaps))
     if result:
         return result
     return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
+
+
+def _smaller_caps(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """``a`` is nowhere larger than ``b`` and somewhere smaller (UNLIMITED: larger than any amount)."""
+    return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
 
 
 def _key(side: Side, total: Vec, caps: tuple[int, int, int],
