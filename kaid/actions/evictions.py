@@ -64,7 +64,7 @@ SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
 @dataclass
 class Pool:
-    """The jobs that may be anyone's victims in this action (``_victim_pool``), and their eviction units, kept from
+    """The jobs that may be anyone's victims in this action (``Roles.pool``), and their eviction units, kept from
     one search to the next for the jobs none of whose pods an operation touched since: a job's units read only its
     own pods, a vain search leaves the session as it found it, and a search never undoes an operation from before it
     began, so the operations added since the units were worked out name every pod that changed."""
@@ -117,12 +117,13 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     if misses is not None and same and session.recall is not None and rules.action in session.recall.before.vain:
         _replay(session, rules.action, known, misses)  # the same world, every search in vain: the same again
         return
-    pending = [j for j in session.snap.jobs.values() if _waits(session, j) and rules.serves(j)]
+    roles = Roles.of(session)
+    pending = [j for j in roles.waiting() if rules.serves(j)]
     order = job_order(session, pending)
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
-    pool = Pool(_victim_pool(session), ops=len(session.ops))
+    pool = Pool(roles.pool(), ops=len(session.ops))
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -175,21 +176,77 @@ def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, M
     return (recall.before.misses.get(action, {}) if same else {}), recall.after.misses.setdefault(action, {}), same
 
 
-def _victim_pool(session: Session) -> list[Job]:
-    """The jobs that may be anyone's victims in this action: preemptible, in a known leaf queue, with a pod running
-    when the action starts (an action evicts and moves pods but never starts one from nothing, so no job joins
-    later). Worked out once per action instead of once per search: a search looked at every job of the cluster."""
-    live = (PodStatus.RUNNING, PodStatus.BOUND)
-    return [j for j in session.snap.jobs.values() if j.preemptible and not j.errors and _known_queue(session, j)
-            and any(p.status in live and not p.releasing for p in j.pods)]
+LIVE = (PodStatus.RUNNING, PodStatus.BOUND)
 
 
-def _waits(session: Session, job: Job) -> bool:
+@dataclass
+class Roles:
+    """The jobs that wait (a pending pod) and those that may be anyone's victims (a pod running) as an eviction
+    action starts, kept in the session from one action to the next (each walked every job of the cluster and its
+    pods): the first action of the cycle works them out in full, each next one reads again only the jobs whose pods
+    the operations since then moved. Every change of a pod's status is an operation of the session
+    (``Session.ops``), and no action takes back one from before it began; what else decides (a job's queue, errors,
+    gang, preemptibility, a pod on its way out) stays put in a cycle. (In these actions a job only loses a pending or
+    running pod, and a search reads the pods again, so a stale answer would cost a look, not a decision.)"""
+
+    ops: int  # len(session.ops) when ``pending`` and ``running`` were last brought up to date
+    waiters: list[Job]  # the jobs that may wait at all (``_may_wait``), in the snapshot's order
+    victims: list[Job]  # the jobs that may be victims at all (``_may_be_victim``), in the snapshot's order
+    pending: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pending pod
+    running: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pod running (not on its way out)
+
+    @classmethod
+    def of(cls, session: Session) -> Roles:
+        """The session's roles, brought up to date (worked out the first time)."""
+        roles = session.roles
+        if not isinstance(roles, Roles):
+            jobs = session.snap.jobs.values()
+            roles = session.roles = Roles(len(session.ops), [j for j in jobs if _may_wait(session, j)],
+                                          [j for j in jobs if _may_be_victim(session, j)])
+            for job in roles.waiters:
+                roles.pending[id(job)] = _has_pending(job)
+            for job in roles.victims:
+                roles.running[id(job)] = _has_running(job)
+            return roles
+        moved = {id(op.pod.job): op.pod.job for op in session.ops[roles.ops:] if op.pod.job is not None}
+        roles.ops = len(session.ops)
+        for key, job in moved.items():
+            if key in roles.pending:
+                roles.pending[key] = _has_pending(job)
+            if key in roles.running:
+                roles.running[key] = _has_running(job)
+        return roles
+
+    def waiting(self) -> list[Job]:
+        """The jobs with a pending pod that an eviction action may try for."""
+        pending = self.pending
+        return [j for j in self.waiters if pending[id(j)]]
+
+    def pool(self) -> list[Job]:
+        """The jobs that may be anyone's victims in this action: preemptible, in a known leaf queue, with a pod
+        running when the action starts (an action evicts and moves pods but never starts one from nothing, so no job
+        joins later). Worked out once per action instead of once per search: a search looked at every job of the
+        cluster."""
+        running = self.running
+        return [j for j in self.victims if running[id(j)]]
+
+
+def _may_be_victim(session: Session, job: Job) -> bool:
+    return job.preemptible and not job.errors and _known_queue(session, job)
+
+
+def _has_running(job: Job) -> bool:
+    return any(p.status in LIVE and not p.releasing for p in job.pods)
+
+
+def _may_wait(session: Session, job: Job) -> bool:
     q = session.snap.queues.get(job.queue)
     if q is None or q.children or q.errors or job.errors or not gangs.gang_possible(job):
         return False
-    if session.focus is not None and job.key != session.focus:
-        return False
+    return session.focus is None or job.key == session.focus
+
+
+def _has_pending(job: Job) -> bool:
     return any(p.status == PodStatus.PENDING for p in job.pods)
 
 
@@ -245,7 +302,7 @@ def _explain(session: Session, rules: Rules, att: Attempt, search: Search, prote
 
 
 def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
-    """The candidates' eviction units, in KAI's victim order (``pool``: ``_victim_pool``), drawn as they are read:
+    """The candidates' eviction units, in KAI's victim order (``pool``: ``Roles.pool``), drawn as they are read:
     the order is the one of the cluster as the search found it (``ByQueue.frozen``), however many victims were
     evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all."""
     # the victims' order is KAI's (``job_order``), whatever order they are found in

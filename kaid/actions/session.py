@@ -105,6 +105,8 @@ class Session:
     _evicts: dict[int, list[Op]] = field(default_factory=dict, init=False, repr=False)  # id(pod) -> its EVICT ops
     # the snapshot's record of what the cycle changes on objects it shares with a live model (``kaid.model.journal``)
     _journal: Journal | None = field(default=None, init=False, repr=False)
+    # the eviction actions' waiting jobs and candidate victims, kept from one action to the next (``evictions.Roles``)
+    roles: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._journal = self.snap.journal
