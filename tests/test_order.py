@@ -11,11 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cmp_to_key
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from kaid.actions import order
 from kaid.actions.order import (
     NO_SHARE_MULTIPLIER,
+    SCAN_UP_TO,
     ZERO,
     ByQueue,
     Side,
@@ -189,16 +192,19 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Queue], list[Job], dict[str, V
 Case = tuple[dict[str, Queue], list[Job], dict[str, Vec], bool, list[tuple[int, ...]]]
 
 
+@pytest.mark.parametrize("scan_up_to", [SCAN_UP_TO, 0])  # levels read by a scan; 0: every level in a heap
 @settings(max_examples=300, deadline=None)
-@given(scenarios())
-def test_order_matches_its_plain_reading(case: Case) -> None:
-    _same_order(case)
+@given(case=scenarios())
+def test_order_matches_its_plain_reading(scan_up_to: int, case: Case) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(order, "SCAN_UP_TO", scan_up_to)
+        _same_order(case)
 
 
 def _wide_tree(draw: st.DrawFn) -> dict[str, Queue]:
-    """Three levels, up to eight siblings, each queue one of a few profiles (so that keys tie often between
-    siblings, and the tie rule's allocatable shares are sometimes not comparable: then it need not be
-    transitive)."""
+    """Three levels, up to eight siblings in no particular order, each queue one of a few profiles (so that keys
+    tie often between siblings, and the tie rule's allocatable shares are sometimes not comparable: then it need
+    not be transitive)."""
     amounts = st.sampled_from([0, 2000, 4000])
     profiles = draw(st.lists(st.tuples(
         st.tuples(st.sampled_from([-1, 0, 2000, 4000]), amounts, amounts),  # quota
@@ -225,7 +231,9 @@ def _wide_tree(draw: st.DrawFn) -> dict[str, Queue]:
             team = add(f"d{d}-t{t}", dept)
             for k in range(draw(st.integers(0, 8))):
                 add(f"d{d}-t{t}-q{k}", team)
-    return queues
+    for q in queues.values():  # the order reads children in their list's order, whatever their names
+        q.children = list(draw(st.permutations(q.children)))
+    return {q.name: q for q in draw(st.permutations(list(queues.values())))}
 
 
 @st.composite
@@ -251,10 +259,13 @@ def wide_scenarios(draw: st.DrawFn) -> Case:
     return queues, jobs, vec, draw(st.booleans()), steps
 
 
+@pytest.mark.parametrize("scan_up_to", [SCAN_UP_TO, 0])
 @settings(max_examples=300, deadline=None)
-@given(wide_scenarios())
-def test_order_matches_its_plain_reading_on_wide_trees(case: Case) -> None:
-    fast = _same_order(case)
+@given(case=wide_scenarios())
+def test_order_matches_its_plain_reading_on_wide_trees(scan_up_to: int, case: Case) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(order, "SCAN_UP_TO", scan_up_to)
+        fast = _same_order(case)
     levels = fast._levels.values()
     event("tie rule ranked on some level" if any(lv.ranks is not None for lv in levels) else "no level ranked")
     event("tie rule not total on some level" if any(lv.ranked and lv.ranks is None for lv in levels)

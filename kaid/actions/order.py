@@ -28,6 +28,8 @@ Vec = tuple[int, int, int]
 ZERO: Vec = (0, 0, 0)
 NO_SHARE_MULTIPLIER = 1000  # KAI's noFairShareDrfMultiplier
 TIE_SCORES_UP_TO = 32  # siblings whose tie rule is checked pair by pair for a total order (``ByQueue._rank``)
+SCAN_UP_TO = 16  # children read by a scan of them all (``ByQueue._scan``); more are kept in a heap
+RANK_AFTER_TIES = 4  # ties between siblings (or siblings in one tie) before their tie rule is ranked (``_tied``)
 
 
 def job_key(job: Job) -> tuple[int, int, float, str]:
@@ -87,34 +89,30 @@ class _Entry:
 
 
 Key = tuple[int, int, int, int, float, float]
-_Item = tuple[Key, int, int]  # (a child's key, negated for victims; its tie rank or list position; its position)
+_Item = tuple[Key, int, str]  # (a child's key, negated for victims; its tie rank, 0 until ranked; its name)
 
 
 @dataclass(slots=True)
 class _Level:
     """The children of one queue (or the roots), kept in a heap by their entries' keys so that the best is found
-    without reading every sibling. A heap item stands while it is its child's current item (``items``); the
-    others are dropped when they come to the top. ``stale``: children that ByQueue touched since the level was
-    last read; ``version``: the level's version then (the parent's, or the roots' summed); a charge anywhere
-    below bumps it and the version of exactly one child, so the children whose versions moved are found without
-    reading the others where the touched children account for the whole move (``ByQueue._changed``)."""
+    without reading every sibling. A heap item stands while it is its child's item in ``items`` (a child with no
+    job below it has none); the others are dropped when they come to the top. ``stale``: the children touched
+    since the level was last read (a job pushed or popped below them); ``version``: the level's version then (the
+    parent's, or the roots' summed). A charge below the level bumps its version and that of exactly one child,
+    so where the touched children's versions moved by as much as the level's, no other child's did
+    (``ByQueue._changed``). A child never touched has never had a job below it: it is not read at all."""
 
     queues: list[Queue]
-    parent: Queue | None
-    position: dict[str, int]
-    items: list[_Item | None]
+    items: dict[str, _Item] = field(default_factory=dict)
     heap: list[_Item] = field(default_factory=list)
-    stale: set[int] = field(default_factory=set)
+    stale: dict[str, Queue] = field(default_factory=dict)
+    read: dict[str, Queue] = field(default_factory=dict)  # the children read so far (they have entries)
     version: int | None = None  # None: never read
-    # the tie rule's rank of each child where it orders these siblings totally (``ByQueue._rank``); None: the
-    # position in the list, and queues whose keys are equal are compared pair by pair in list order
-    ranks: list[int] | None = None
-    ranked: bool = False  # whether ``ranks`` was worked out (it is, at the first tie)
-
-    def now(self) -> int:
-        if self.parent is not None:
-            return self.parent.version
-        return sum(q.version for q in self.queues)
+    # the tie rule's rank of each child where it orders these siblings totally (``ByQueue._rank``); None: not
+    # (yet), and children whose keys are equal are compared pair by pair in list order
+    ranks: dict[str, int] | None = None
+    ties: int = 0  # ties between children met so far
+    ranked: bool = False  # whether ``ranks`` was worked out
 
 
 @dataclass
@@ -139,7 +137,6 @@ class ByQueue:
     _keys: dict[str, list[tuple[int, int, float, str]]] = field(default_factory=dict)  # job_key of each, ascending
     _given: dict[str, list[int]] = field(default_factory=dict)  # leaf -> what the victims taken so far hold
     _entries: dict[str, _Entry] = field(default_factory=dict)
-    _dirty: set[str] = field(default_factory=set)  # queues whose leaves' jobs changed since their entry
     _roots: list[Queue] = field(default_factory=list)
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
     _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
@@ -147,7 +144,7 @@ class ByQueue:
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
     _job_keys: dict[int, tuple[int, int, float, str]] = field(default_factory=dict)  # ``frozen``: id(job) -> key
     _levels: dict[str | None, _Level] = field(default_factory=dict)  # parent's name (None: the roots) -> its level
-    _paths: dict[str, list[tuple[str, _Level, int]]] = field(default_factory=dict)  # leaf -> (queue, level, pos) up
+    _paths: dict[str, list[tuple[Queue, _Level]]] = field(default_factory=dict)  # leaf -> (queue, its level) up
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -218,115 +215,142 @@ class ByQueue:
     def _touch(self, leaf: Queue) -> None:
         path = self._paths.get(leaf.name)
         if path is None:
-            path = self._paths[leaf.name] = [(q.name, level, level.position[q.name])
-                                             for q in leaf.path() for level in (self._level(q.parent),)]
-        dirty = self._dirty
-        for name, level, pos in path:
-            dirty.add(name)
-            level.stale.add(pos)
+            path = self._paths[leaf.name] = [(q, self._level(q.parent)) for q in leaf.path()]
+        for q, level in path:
+            level.stale[q.name] = q
 
     def _level(self, parent: Queue | None) -> _Level:
-        level = self._levels.get(parent.name if parent is not None else None)
+        name = parent.name if parent is not None else None
+        level = self._levels.get(name)
         if level is None:
-            queues = parent.children if parent is not None else self._roots
-            level = _Level(queues, parent, {q.name: i for i, q in enumerate(queues)}, [None] * len(queues))
-            self._levels[parent.name if parent is not None else None] = level
+            level = self._levels[name] = _Level(parent.children if parent is not None else self._roots)
         return level
 
     def _below(self, parent: Queue | None) -> _Entry | None:
         """The entry of the child of ``parent`` (None: the root) served first (the first of equals in the list
-        of children, as a scan would find it), ignoring those with no job below them. Reads again only the
-        children that changed since the last time (``_changed``), then the top of the heap; where keys tie, the
-        tie rule decides: by the children's ranks where it orders them totally, else pair by pair over the tied
-        ones in list order."""
-        level = self._level(parent)
-        queues, items, heap, entries = level.queues, level.items, level.heap, self._entries
-        for pos in self._changed(level):
-            q = queues[pos]
-            known = entries.get(q.name)
-            e = self._entry(q)
-            if e is known and items[pos] is not None:
-                continue
-            if e.key is None:
-                items[pos] = None
-                continue
-            key = e.key if not self.victims else _negated(e.key)
-            ranks = level.ranks
-            item = items[pos] = (key, pos if ranks is None else ranks[pos], pos)
-            heappush(heap, item)
-        if len(heap) > 4 * len(queues) + 8:  # drop the items that no longer stand
-            heap[:] = [i for i in items if i is not None]
-            heapify(heap)
-        while heap and items[heap[0][2]] is not heap[0]:
+        of children, as a scan of them all would find it), ignoring those with no job below them. Reads again
+        only the children that changed since the last time (``_changed``), then the top of the heap; where keys
+        tie, the tie rule decides (``_tied``)."""
+        level = self._levels.get(parent.name if parent is not None else None)
+        if level is None:
+            level = self._level(parent)
+        if len(level.queues) <= SCAN_UP_TO:
+            return self._scan(level)
+        items, heap = level.items, level.heap
+        now = parent.version if parent is not None else sum(q.version for q in level.queues)
+        if now != level.version or level.stale:
+            victims, ranks, read = self.victims, level.ranks, level.read
+            for q in self._changed(level, now):
+                name = q.name
+                read[name] = q
+                key = self._entry(q).key
+                if key is None:
+                    items.pop(name, None)
+                    continue
+                if victims:
+                    key = (-key[0], -key[1], -key[2], -key[3], -key[4], -key[5])  # the heap keeps the least
+                item = items[name] = (key, 0 if ranks is None else ranks[name], name)
+                heappush(heap, item)
+            if len(heap) > 2 * len(items) + 8:  # drop the items that no longer stand
+                heap[:] = items.values()
+                heapify(heap)
+        while heap:
+            top = heap[0]
+            if items.get(top[2]) is top:
+                break
             heappop(heap)
-        if not heap:
+        else:
             return None
-        top = heap[0]
-        if level.ranks is not None:
-            return entries[queues[top[2]].name]
-        tied = self._tied(level)
+        if level.ranks is None:
+            key = top[0]
+            if (len(heap) > 1 and heap[1][0] == key) or (len(heap) > 2 and heap[2][0] == key):
+                return self._tied(parent, level)  # (nothing below the top's children is less than they are)
+        return self._entries[top[2]]
+
+    def _scan(self, level: _Level) -> _Entry | None:
+        """``_below`` for a few children: read them all (in CPython a short scan costs less than the heap's
+        upkeep)."""
+        best: _Entry | None = None
+        best_key: Key | None = None
+        entries, stale, victims = self._entries, level.stale, self.victims
+        for q in level.queues:
+            name = q.name
+            e = entries.get(name)
+            if name in stale or (e is not None and e.version != q.version):
+                e = self._entry(q)
+            elif e is None:  # never touched: no job below it
+                continue
+            key = e.key
+            if key is None:
+                continue
+            if best_key is None:
+                best, best_key = e, key
+            elif key != best_key:
+                if (key < best_key) != victims:
+                    best, best_key = e, key
+            elif self._compare(e, best) < 0:  # type: ignore[arg-type]
+                best = e
+        stale.clear()
+        return best
+
+    def _changed(self, level: _Level, now: int) -> list[Queue]:
+        """The children whose entries no longer stand: those touched, and those read before whose version moved
+        (``_Level``); the level is read as of ``now`` (its version)."""
+        stale = level.stale
+        if level.version is not None and level.version != now:
+            moved, known, entries = now - level.version, 0, self._entries
+            for name, q in stale.items():
+                e = entries.get(name)
+                if e is not None:
+                    known += q.version - e.version
+            if known != moved:  # charged elsewhere too (or a child touched first since): read every child read
+                for name, q in level.read.items():
+                    if entries[name].version != q.version:
+                        stale[name] = q
+        level.version = now
+        out = list(stale.values())
+        stale.clear()
+        return out
+
+    def _tied(self, parent: Queue | None, level: _Level) -> _Entry:
+        """Where more than one child has the least key: the tie rule decides, by rank where it orders the
+        children totally (``_rank``, worked out once ties come often), else pair by pair over the tied children in
+        list order, as the plain reading's scan over all of them would."""
+        heap, items = level.heap, level.items
+        key = heap[0][0]
+        tied: list[_Item] = []
+        while heap and heap[0][0] == key:
+            item = heappop(heap)
+            if items.get(item[2]) is item:
+                tied.append(item)
+        for item in tied:
+            heappush(heap, item)
+        entries = self._entries
         if len(tied) == 1:
-            return entries[queues[tied[0][2]].name]
-        if not level.ranked:
+            return entries[tied[0][2]]
+        level.ties += 1
+        if not level.ranked and (level.ties >= RANK_AFTER_TIES or len(tied) > RANK_AFTER_TIES):
             self._rank(level)
             if level.ranks is not None:
-                return self._below(parent)
-        best = entries[queues[tied[0][2]].name]
-        for item in tied[1:]:  # the scan of the plain reading over the tied children, in list order
-            e = entries[queues[item[2]].name]
+                return entries[heap[0][2]]
+        position = {q.name: i for i, q in enumerate(level.queues)} if len(tied) > 2 else None
+        if position is not None:
+            tied.sort(key=lambda i: position[i[2]])
+        elif len(tied) == 2 and level.queues.index(self.queues[tied[1][2]]) < \
+                level.queues.index(self.queues[tied[0][2]]):
+            tied.reverse()
+        best = entries[tied[0][2]]
+        for item in tied[1:]:
+            e = entries[item[2]]
             if self._compare(e, best) < 0:
                 best = e
         return best
 
-    def _changed(self, level: _Level) -> list[int]:
-        """The children whose entries may no longer stand: those touched here, and those whose version moved.
-        Every charge below the level bumps its version and that of one child, so where the touched children's
-        versions moved by as much as the level's, no other child's did; else every child is read."""
-        now = level.now()
-        if level.version is None:
-            level.version = now
-            level.stale.clear()
-            return list(range(len(level.queues)))
-        stale = level.stale
-        moved = now - level.version
-        level.version = now
-        if not moved:
-            if not stale:
-                return []
-            out = list(stale)
-            stale.clear()
-            return out
-        entries, queues = self._entries, level.queues
-        known = 0
-        for pos in stale:
-            q = queues[pos]
-            known += q.version - entries[q.name].version
-        if known != moved:  # charged elsewhere too: read every child's version
-            stale.update(pos for pos, q in enumerate(queues) if entries[q.name].version != q.version)
-        out = list(stale)
-        stale.clear()
-        return out
-
-    def _tied(self, level: _Level) -> list[_Item]:
-        """The standing items of the least key, in list order; they stay in the heap."""
-        heap, items = level.heap, level.items
-        key = heap[0][0]
-        if (len(heap) < 2 or heap[1][0] != key) and (len(heap) < 3 or heap[2][0] != key):
-            return [heap[0]]  # the heap's order: nothing below the top's children is less than they are
-        tied: list[_Item] = []
-        while heap and heap[0][0] == key:
-            item = heappop(heap)
-            if items[item[2]] is item:
-                tied.append(item)
-        for item in tied:
-            heappush(heap, item)
-        return tied
-
     def _rank(self, level: _Level) -> None:
-        """Rank the children by the tie rule where it orders them totally, and key the heap by rank in place of
-        list position. It does where their allocatable shares, told apart, make a chain (each below the next): the
-        rule is then the chain, then age. Else, for a few children, where each beats a different number of the
-        others (a tournament is transitive where its scores are all different)."""
+        """Rank the children by the tie rule where it orders them totally, and key the heap by rank. It does where
+        their allocatable shares, told apart, make a chain (each below the next): the rule is then the chain, then
+        age. Else, for a few children, where each beats a different number of the others (a tournament is
+        transitive where its scores are all different)."""
         level.ranked = True
         queues = level.queues
         n = len(queues)
@@ -348,13 +372,12 @@ class ByQueue:
             ranks = [n - 1 - w for w in wins]
         else:
             return
-        if self.victims:
-            ranks = [-r for r in ranks]
-        level.ranks = ranks
-        for pos, item in enumerate(level.items):
-            if item is not None:
-                level.items[pos] = (item[0], ranks[pos], pos)
-        level.heap[:] = [i for i in level.items if i is not None]
+        sign = -1 if self.victims else 1
+        by_name = level.ranks = {q.name: sign * r for q, r in zip(queues, ranks, strict=True)}
+        items = level.items
+        for name, item in items.items():
+            items[name] = (item[0], by_name[name], name)
+        level.heap[:] = items.values()
         heapify(level.heap)
 
     def _caps_of(self, q: Queue) -> tuple[int, int, int]:
@@ -364,10 +387,7 @@ class ByQueue:
         return caps
 
     def _entry(self, q: Queue) -> _Entry:
-        e = self._entries.get(q.name)
-        if e is not None and e.version == q.version and q.name not in self._dirty:
-            return e
-        self._dirty.discard(q.name)
+        """Work out the queue's entry again (its level found it changed)."""
         if q.children:
             below = self._below(q)
             leaf = below.leaf if below is not None else None
@@ -385,7 +405,9 @@ class ByQueue:
                 if asked is None:
                     asked = self._asked[id(head)] = self.request(head)
                 e.side = Side(q, asked)
-            caps = self._caps_of(q)
+            caps = self._caps.get(q.name)
+            if caps is None:
+                caps = self._caps_of(q)
             held = q.allocated if self._allocated is None else self._allocated[q.name]
             e.key = _key(e.side, self.total, caps, held)
         self._entries[q.name] = e
@@ -409,10 +431,6 @@ class ByQueue:
             result = self._ties[pair] = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
         return result
 
-
-def _negated(key: Key) -> Key:
-    """The victims' order takes the largest key first: the heap keeps the least."""
-    return (-key[0], -key[1], -key[2], -key[3], -key[4], -key[5])
 
 
 def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, int, int]) -> int:
