@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
+from operator import itemgetter
 from typing import Protocol
 
 from kaid.actions import gangs
 from kaid.actions.memory import Miss
+from kaid.actions.order import ByQueue, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
 from kaid.actions.session import Session, VictimStats
 from kaid.actions.victim_solver import solve
@@ -58,6 +60,8 @@ class Rules(Protocol):
         """Why nothing was found: no candidates (``search.units`` empty), or no scenario that works."""
 
 
+JobKey = tuple[int, int, float, str]  # ``job_key``'s answer
+
 # ``Rules.blocked`` returns this when the job may not evict and there is nothing to tell its owner
 SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
@@ -71,20 +75,32 @@ class Pool:
 
     jobs: list[Job]
     units: dict[int, tuple[list[Unit], int]] = field(default_factory=dict)  # id(job) -> (units_of's answer)
+    keys: dict[int, JobKey] = field(default_factory=dict)  # id(job) -> its ``job_key`` (it reads the job's pods)
     by_queue: dict[str, list[Job]] = field(default_factory=dict)  # ``jobs`` per queue, in their order
-    ops: int = 0  # len(session.ops) when ``units`` was last brought up to date
+    ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
 
     def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
-        if self.ops != len(session.ops):
-            for op in session.ops[self.ops:]:
-                if op.pod.job is not None:
-                    self.units.pop(id(op.pod.job), None)
-            self.ops = len(session.ops)
+        self._catch_up(session)
         known = self.units.get(id(job))
         if known is None:
             q = session.snap.queues[job.queue]
             known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
         return list(known[0]), known[1]
+
+    def key_of(self, session: Session, job: Job) -> JobKey:
+        self._catch_up(session)
+        known = self.keys.get(id(job))
+        if known is None:
+            known = self.keys[id(job)] = job_key(job)
+        return known
+
+    def _catch_up(self, session: Session) -> None:
+        if self.ops != len(session.ops):
+            for op in session.ops[self.ops:]:
+                if op.pod.job is not None:
+                    self.units.pop(id(op.pod.job), None)
+                    self.keys.pop(id(op.pod.job), None)
+            self.ops = len(session.ops)
 
     def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
         """The jobs of the queues that may hold candidates for ``att`` (``Rules.candidate_queue``)."""
@@ -308,17 +324,20 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
     # the victims' order is KAI's (``job_order``), whatever order they are found in
     victims = [j for j in pool.of_queues(session, rules, att) if j is not att.job and rules.candidate(session, att, j)]
     per_job: dict[str, list[Unit]] = {}
+    per_queue: dict[str, list[tuple[JobKey, Job]]] = {}
     protected = 0
     for job in victims:
         units, young = pool.units_of(session, job, rules.action)
         protected += young
         if units:
             per_job[job.key] = units
-    order = job_order(session, [session.snap.jobs[k] for k in per_job], victims=True, frozen=True)
+            per_queue.setdefault(job.queue, []).append((pool.key_of(session, job), job))
+    order, handed = _victim_order(session, per_queue)
     useful = _useful(session, att)
 
     def draw() -> Iterator[Unit]:
         while (victim := order.pop()) is not None:
+            handed(victim)
             units = per_job[victim.key]
             unit = units.pop(0)
             if units:
@@ -328,6 +347,25 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
 
     search = Search([], more=draw(), guards=list(session.snap.budgets))
     return search, protected
+
+
+def _victim_order(session: Session,
+                  per_queue: dict[str, list[tuple[JobKey, Job]]]) -> tuple[ByQueue, Callable[[Job], None]]:
+    """KAI's victim order (``job_order``, frozen) over ``per_queue``'s victims (with their ``job_key``s), and what to
+    call as each is handed out. Each queue's victims are lined up in the order its leaf hands them out (the largest
+    key first; keys are unique) and the order holds only the next of each, the one after it pushed as it is handed
+    out: a leaf's place in the order reads its head alone, so the order hands out what it would with every victim
+    pushed at once, without pushing the many that a search never reaches (it pushed every candidate of the
+    cluster, per search)."""
+    lines = {q: iter([j for _, j in sorted(pairs, key=itemgetter(0), reverse=True)]) for q, pairs in per_queue.items()}
+    order = job_order(session, [next(line) for line in lines.values()], victims=True, frozen=True)
+
+    def handed(victim: Job) -> None:
+        following = next(lines[victim.queue], None)
+        if following is not None:
+            order.push(following)
+
+    return order, handed
 
 
 def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None:
