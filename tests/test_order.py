@@ -21,7 +21,6 @@ from kaid.actions.order import (
     SCAN_UP_TO,
     ZERO,
     ByQueue,
-    Side,
     Vec,
     _first,
     _le,
@@ -32,6 +31,16 @@ from kaid.actions.order import (
 )
 from kaid.model.objects import UNLIMITED, Job, Queue
 from kaid.model.queues import charge
+
+
+@dataclass
+class Side:
+    """One queue as KAI's order compares it: the job it would serve next (its request), or the victims it has
+    given so far (what they hold)."""
+
+    queue: Queue
+    request: Vec = ZERO
+    given: Vec = ZERO
 
 
 # KAI's queue order as KAI writes it, one pair of queues at a time: what ByQueue's keys must agree with
