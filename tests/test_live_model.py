@@ -224,7 +224,7 @@ class Cache:
 def run_events(seed: int, steps: int, cycles: bool = False) -> None:
     rng = random.Random(seed)
     cfg = SchedulerConfig()
-    model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5)
+    model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5, shared=False)  # (its snapshots scribbled on)
     cache = Cache()
     for q in _fixed_queues():
         model.upsert(q)

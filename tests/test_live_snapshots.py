@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import copy
 import random
+import threading
+from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
-from kaid.cycle import Bind, Decisions, Eviction
+from kaid.cycle import Bind, Decisions, Eviction, run_cycle
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.cache import Subscriber
-from kaid.kube.daemon import Overlay
+from kaid.kube.daemon import Daemon, Overlay
 from kaid.kube.livesnap import LiveSnapshots
 from kaid.kube.podgrouper import podgroups_to_create
+from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
+from kaid.model.vocabulary import PodStatus
 from tests.objects import node, pod, queue
 from tests.test_live_model import Cache, _make, describe
 
@@ -207,3 +214,86 @@ def test_no_podgroup_for_a_pending_pod_being_deleted_or_a_reservation_pod() -> N
     _, made_live = live.snapshot(overlay, NOW)
     assert sorted(meta.object_key(pg) for pg in made_live) == made
     assert _live(live, overlay) == _cold(objects, overlay, cfg)
+
+
+def test_the_next_snapshot_waits_for_a_reader_of_the_last() -> None:
+    """A live snapshot is the model's own objects as its cycle changed them: a reader on another thread (the status
+    writer) holds it, and the next snapshot waits until it lets go; the cycle's changes are undone only then."""
+    cfg = SchedulerConfig()
+    fake = FakeCache()
+    live = LiveSnapshots(fake, cfg)
+    overlay = Overlay()
+    objects = [node("n1"), queue("default-queue"), pod("a", gpus=1)]
+    for kind in ("Node", "Queue", "Pod", "PodGroup"):
+        fake.subs[0].listed(kind, [o for o in objects if o["kind"] == kind])
+    snap, _ = live.snapshot(overlay, NOW)
+    assert [b.pod for b in run_cycle(snap, cfg).binds] == ["default/a"]
+    (a,) = snap.pods
+    n1 = snap.node_by_name["n1"]
+    done_reading = live.hold()
+    taken: list[Snapshot] = []
+    later = threading.Thread(target=lambda: taken.append(live.snapshot(overlay, NOW)[0]))
+    later.start()
+    later.join(0.3)
+    assert later.is_alive() and not taken
+    assert a.status == PodStatus.ALLOCATED and n1.used_pods == 1  # as the cycle left them, for the reader
+    done_reading()
+    later.join(10)
+    assert not later.is_alive()
+    assert a.status == PodStatus.PENDING and n1.used_pods == 0 and taken[0].pods == [a]
+    assert _plain(taken[0]) == _cold(objects, overlay, cfg)
+
+
+class _Recorder:
+    """A client that records the status writer's writes."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def merge_patch(self, path: str, body: Obj) -> Obj:
+        self.writes.append(path)
+        return body
+
+    def strategic_patch(self, path: str, body: Obj) -> Obj:
+        return self.merge_patch(path, body)
+
+    def create(self, path: str, body: Obj) -> Obj:
+        return self.merge_patch(path, body)
+
+
+def test_the_status_writer_lets_go_of_the_snapshot_before_it_waits_and_writes() -> None:
+    """The daemon's status writer reads the cycle's snapshot, lets go of it (the next cycle's snapshot may be taken),
+    then waits for the PodGroups the cycle creates before it writes their status."""
+    cfg = SchedulerConfig()
+    snap = build_snapshot([node("n1"), queue("default-queue"), pod("a", gpus=1), _podgroup("pg-pod-a")], cfg, NOW)
+    decisions = run_cycle(snap, cfg)
+    client = _Recorder()
+    writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
+    released = threading.Event()
+    made: Future[list[Obj]] = Future()
+    daemon = SimpleNamespace(status=writer)
+    job = threading.Thread(target=Daemon._write_status,
+                           args=(daemon, snap, decisions, ApplyResult(), [], released.set, [made]))
+    job.start()
+    assert released.wait(10)
+    job.join(0.3)
+    assert job.is_alive() and client.writes == []  # read, let go, waiting for the PodGroups
+    made.set_result([])
+    job.join(10)
+    writer.close()
+    assert not job.is_alive() and any("podgroups/pg-pod-a/status" in w for w in client.writes)
+
+
+def test_the_status_writer_lets_go_of_the_snapshot_even_when_reading_it_fails() -> None:
+    released: list[bool] = []
+    writer = StatusWriter(None, "kai-scheduler")  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):
+        Daemon._write_status(SimpleNamespace(status=writer), None, Decisions(), ApplyResult(),  # type: ignore[arg-type]
+                             [], lambda: released.append(True), [])
+    writer.close()
+    assert released == [True]
+
+
+def _podgroup(name: str) -> Obj:
+    return {"kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": 1, "queue": "default-queue"}}

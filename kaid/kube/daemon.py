@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -48,6 +48,7 @@ from kaid.kube.startup import (
 )
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
+from kaid.model.journal import job_errors
 from kaid.model.objects import Reason, Snapshot
 from kaid.model.pods import mark_bound, mark_pipelined
 from kaid.model.vocabulary import PodPhase, PodStatus
@@ -156,6 +157,9 @@ class Daemon:
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
         self.status = StatusWriter(self.writer, cfg.schedulerName, may_act=self.leading)
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer")
+        # the status writer's own thread: it reads a cycle's snapshot as soon as the cycle is done (the next snapshot
+        # waits for that), not behind the PodGroups being created on ``background``
+        self.status_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
         self.status_busy: Future[None] | None = None
         self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
         self.metrics: Metrics | None = None  # made by _metrics() once the first binds are out
@@ -307,6 +311,7 @@ class Daemon:
         self.cache.close()
         self.actuator.close()
         self.background.shutdown(wait=True)
+        self.status_thread.shutdown(wait=True)
         self.status.close()
         if self.server is not None:
             self.server.shutdown()
@@ -370,11 +375,13 @@ class Daemon:
         log.debug("cycle %d: snapshot of %d pods in %.0f ms (%.0f ms CPU)", self.cycles + 1, len(snap.pods),
                   (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
 
+        creating: list[Future[list[Obj]]] = []
+
         def after_first_binds() -> None:
             """Work that would compete with the first binds for the interpreter starts once they are out."""
             self._metrics().leader.set(1)
             if fresh:  # the engine used them from memory; they are written in the background
-                self.background.submit(create_podgroups, self.writer, fresh, self.status.pool)
+                creating.append(self.background.submit(create_podgroups, self.writer, fresh, self.status.pool))
 
         stream = _BindStream(self, f"cycle {self.cycles + 1}", started, after_first_binds)
         decisions = run_cycle(snap, self.cfg, on_bind=stream, memory=self.search_memory)
@@ -399,7 +406,15 @@ class Daemon:
             # written while the next cycle runs; a cycle that finds it still busy skips (the next writes anew)
             earlier = self.early_observed[2].bound if self.early_observed is not None else []
             earlier = [*earlier, *applied.shared_bound]
-            self.status_busy = self.background.submit(self.status.write, snap, decisions, applied, earlier)
+            # a live snapshot is the model's own objects: the next snapshot waits until the writer has read it
+            done_reading = self.live.hold() if self.live is not None else None
+            try:
+                self.status_busy = self.status_thread.submit(self._write_status, snap, decisions, applied, earlier,
+                                                             done_reading, creating)
+            except BaseException:
+                if done_reading is not None:
+                    done_reading()
+                raise
         t4 = time.monotonic()
         if self.early_observed is not None:
             self._observe(*self.early_observed, queues=False)
@@ -414,6 +429,18 @@ class Daemon:
         if applied.failed:  # their pods stay pending: the next cycles place them again
             log.warning("cycle %d: %s", self.cycles, applied.failures())
         return decisions
+
+    def _write_status(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: list[Bind],
+                      done_reading: Callable[[], None] | None, creating: list[Future[list[Obj]]]) -> None:
+        """On the status writer's thread: read what to write from the cycle's snapshot, let go of the snapshot
+        (``done_reading``, whatever happens), then write, once the PodGroups the cycle creates are made."""
+        try:
+            self.status.read(snap, d, applied, earlier)
+        finally:
+            if done_reading is not None:
+                done_reading()
+        wait(creating)
+        self.status.send()
 
     def _observe_usage(self, snap: Snapshot) -> None:
         """Usage history up to this cycle, into the snapshot's queues; on the first cycle as leader it continues
@@ -489,11 +516,12 @@ class Daemon:
             held = self.backoff.get(job.key)
             if held is not None and held[0] > now:
                 when = time.strftime("%H:%M:%S UTC", time.gmtime(held[0]))
-                job.errors.append(Reason(held[2].code, f"{held[2].message}; kai places it again after {when}"))
+                job_errors(snap.journal, job).append(
+                    Reason(held[2].code, f"{held[2].message}; kai places it again after {when}"))
             for p in pending:
                 problem = not_set_up(p.raw) if p.frac_devices and p.raw is not None else None
                 if problem is not None:
-                    job.errors.append(Reason(NOT_SET_UP, problem))
+                    job_errors(snap.journal, job).append(Reason(NOT_SET_UP, problem))
                     break
 
     def _metrics(self) -> Metrics:

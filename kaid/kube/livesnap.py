@@ -8,6 +8,11 @@ Two layers lie over what the watch says, as they lay over the cold build's objec
 - the PodGroups it makes from memory for workloads that name none (``podgrouper.podgroup_for``), until the API
   server's own come back through the watch; only the jobs without a PodGroup are looked at.
 
+The snapshot hands the cycle the model's own objects (``LiveModel(shared=True)``: what the cycle changes is
+journaled and undone at the model's next call), so nothing may read a snapshot once the model has moved on: a
+reader on another thread (the daemon's status writer) ``holds`` it, and the next ``snapshot`` or ``catch_up`` waits
+until it lets go.
+
 Events are queued by the informers' threads and applied by the cycle's thread when it takes a snapshot; a replica
 that stands by (it runs no cycle) applies them each period instead (``catch_up``), so that its queue stays as short
 as one period's events and its model is current the moment it leads. A relist (``410 Gone``, a watch restarted)
@@ -18,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kaid.api import meta
@@ -54,6 +60,8 @@ class LiveSnapshots:
         self.cache = cache
         self.cfg = cfg
         self.model = LiveModel(cfg, wait_for_owners=True)
+        self.free = threading.Event()  # no other thread reads the last snapshot (``hold``)
+        self.free.set()
         self.queue: deque[tuple[str, bool, Obj | None, list[Obj] | None]] = deque()
         self.lock = threading.Lock()  # one snapshot at a time
         # pod key -> (the watch's object, as assumed, what was assumed)
@@ -70,8 +78,16 @@ class LiveSnapshots:
         self.queue.append((kind, False, None, items))
 
     # ------------------------------------------------------------------------------------ the cycle's thread
+    def hold(self) -> Callable[[], None]:
+        """The last snapshot is read on another thread until the function returned is called (once, whatever
+        happens): the model does not move on before."""
+        self.free.clear()
+        return self.free.set
+
     def snapshot(self, overlay: Assumptions, now: float) -> tuple[Snapshot, list[Obj]]:
-        """The snapshot of now, and the PodGroups made from memory that the API server does not have yet."""
+        """The snapshot of now, and the PodGroups made from memory that the API server does not have yet. The last
+        one's objects are the model's again (its cycle's changes undone) once no one holds it."""
+        self.free.wait()
         with self.lock:
             self._drain()
             self._assume(overlay, now)
@@ -81,6 +97,7 @@ class LiveSnapshots:
     def catch_up(self) -> None:
         """Apply the events queued since the last call or snapshot, and read what they changed, without a snapshot:
         what a standby replica does each period (else its queue would grow for as long as it stands by)."""
+        self.free.wait()
         with self.lock:
             self._drain()
             self.model.refresh()

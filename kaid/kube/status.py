@@ -103,13 +103,22 @@ class StatusWriter:
             log.debug("event not written: %s", err.message)
 
     def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
-        """Work out every change, then send them concurrently (the writes are independent). ``earlier``: binds of
-        an earlier cycle that wrote nothing (the daemon's early cycle): their ``Scheduled`` events are written
-        here, on this cycle's PodGroups (the snapshot counts those pods as placed already)."""
+        """Work out every change (``read``), then send them (``send``)."""
+        self.read(snap, d, applied, earlier)
+        self.send()
+
+    def read(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
+        """Work out every change from a cycle's snapshot and decisions; the snapshot is not looked at again (the
+        daemon's next snapshot may change its objects). ``earlier``: binds of an earlier cycle that wrote nothing
+        (the daemon's early cycle): their ``Scheduled`` events are written here, on this cycle's PodGroups (the
+        snapshot counts those pods as placed already)."""
         self.tasks = []
         self._collect(snap, d, applied, earlier)
-        list(self.pool.map(lambda task: task() if self.may_act() else None, self.tasks))
-        self.tasks = []
+
+    def send(self) -> None:
+        """Send what ``read`` worked out, concurrently (the writes are independent)."""
+        tasks, self.tasks = self.tasks, []
+        list(self.pool.map(lambda task: task() if self.may_act() else None, tasks))
 
     def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
         bound_jobs: dict[str, int] = {}

@@ -11,8 +11,9 @@ snapshot is taken.
 ``Journal`` (``kaid.model.journal``) in which the cycle records every object it is about to change, as it was; the
 model undoes that journal at its next call, before anything else. So a cycle costs a record per object it touches,
 not a copy of every object, and the kept model never sees what a cycle decided. The snapshot must not be read once
-the model has been called again. ``LiveModel(shared=False)`` copies every object instead (a shallow copy of what a
-cycle changes: a few microseconds an object), for a snapshot that must outlive the next call.
+the model has been called again (the daemon's status writer, which reads it on another thread, holds it:
+``kaid.kube.livesnap``). ``LiveModel(shared=False)`` copies every object instead (a shallow copy of what a cycle
+changes: a few microseconds an object), for a snapshot that must outlive the next call.
 
 The snapshot is the one ``build_snapshot`` makes from the same objects in the same order (each kind in the order
 it was first upserted, as a watch cache's dict keeps it): ``tests/test_live_model.py`` checks that on random
@@ -96,7 +97,7 @@ class LiveModel:
     """The objects of a cluster and the engine's model of them, kept up to date one event at a time."""
 
     def __init__(self, config: SchedulerConfig | None = None, wait_for_owners: bool = False,
-                 shared: bool = False) -> None:
+                 shared: bool = True) -> None:
         self.cfg = config or SchedulerConfig()
         self.wait_for_owners = wait_for_owners
         self.shared = shared  # snapshots hand out the model's own objects, with a journal (else copies)
