@@ -189,9 +189,19 @@ def domain_of_running(job: Job, session: Session) -> bytearray | None:
 
 
 def _from_pod_set(ps: PodSet, waiting: Collection[str]) -> list[Pod]:
-    pending = sorted((p for p in ps.pods if p.status in waiting), key=task_key)
-    active = ps.active()
-    return pending[: 1 if active >= ps.min_available else ps.min_available - active]
+    """The first waiting pods in task order: as many as bring the set to its minimum, or one once it is there
+    (one pass over the pods for both counts; the one is the least, found without sorting them all)."""
+    pending: list[Pod] = []
+    active = 0
+    for p in ps.pods:
+        status = p.status
+        if status in waiting:
+            pending.append(p)
+        if status in ACTIVE and not p.releasing:  # ``is_active``
+            active += 1
+    if active >= ps.min_available:
+        return [min(pending, key=task_key)] if pending else []
+    return sorted(pending, key=task_key)[: ps.min_available - active]
 
 
 def eviction_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
