@@ -5,15 +5,21 @@ popping the waiting jobs ahead of the pending one)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Callable, Iterator
 
-from hypothesis import event, given
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from kaid.actions import scenario
 from kaid.actions.order import ByQueue
 from kaid.model.objects import Job
+from kaid.model.queues import charge
 from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
+from tests.test_order import Case as OrderCase
+from tests.test_order import scenarios as order_scenarios
 
 
 def every_turn(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
@@ -42,3 +48,38 @@ def test_turns_decide_as_every_pop(case: Case) -> None:
     assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "turns", counted)],
                           [(scenario, "turns", every_turn)])
     event(f"scenarios that skipped pops: {'some' if skipped[0] else 'none'}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=order_scenarios(), data=st.data())
+def test_turns_hand_out_what_every_pop_does(case: OrderCase, data: st.DataObject) -> None:
+    """``turns`` against ``every_turn`` on the order's own random trees: some jobs involved, each involved one's
+    queue charged as its turn comes (a victim taking its place back), the waiting jobs asking alike or not (the
+    pops ``turns`` skips after a job of the same leaf that asked the same)."""
+    queues, jobs, drawn, _, _ = case
+    common = data.draw(st.sampled_from([(0, 1000, 0), (1000, 1000, 0)]))  # many waiting jobs ask alike
+    vec = {k: v if data.draw(st.booleans()) else common for k, v in drawn.items()}
+    involved = data.draw(st.lists(st.sampled_from(jobs), unique_by=id, min_size=1))
+    amounts = data.draw(st.lists(st.sampled_from([0, 1000, 4000]), min_size=len(involved), max_size=len(involved)))
+    skipped = [0]
+    skip = ByQueue.skip
+
+    def counted(self: ByQueue, queue: str) -> Job:
+        skipped[0] += 1
+        return skip(self, queue)
+
+    def served(turn: Callable[[ByQueue, list[Job]], Iterator[Job]]) -> list[str]:
+        tree = copy.deepcopy(queues)
+        order = ByQueue(tree, (16000, 64000, 64000), lambda j: vec[j.key], lambda j: vec[j.key])
+        order.push_all(jobs)
+        out = []
+        for k, job in enumerate(turn(order, involved)):
+            out.append(job.key)
+            charge(tree[job.queue], (amounts[k], 0, 0), False)
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ByQueue, "skip", counted)
+        short = served(scenario.turns)
+    assert short == served(every_turn)
+    event(f"pops skipped: {'some' if skipped[0] else 'none'}")
