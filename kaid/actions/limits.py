@@ -25,6 +25,32 @@ def _user(r: int, v: int) -> str:
 def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
     """The first queue on the path from ``queue`` to the root that the request would push over a limit
     (or, for a non-preemptible job, over its quota)."""
+    if not _crosses(queue, req, job.preemptible):  # most jobs: no reason to word (allocate asks for every job)
+        return None
+    return _first_violation(queue, req, job)
+
+
+def _crosses(queue: Queue, req: tuple[int, int, int], preemptible: bool) -> bool:
+    """Whether ``_first_violation`` finds one: its checks alone, without the words."""
+    q: Queue | None = queue
+    while q is not None:
+        limit, quota = q.limit, q.quota
+        for r in (0, 1, 2):
+            want = req[r]
+            if not want:
+                continue
+            lim = limit[r]
+            if lim == 0:  # ``Queue.effective_limit``: nothing beyond the quota
+                lim = quota[r]
+            if lim != UNLIMITED and q.allocated[r] + want > lim:
+                return True
+            if not preemptible and quota[r] != UNLIMITED and q.alloc_np[r] + want > quota[r]:
+                return True
+        q = q.parent
+    return False
+
+
+def _first_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
     for anc in queue.path():
         for r, name in enumerate(RESOURCES):
             if not req[r]:
