@@ -32,7 +32,10 @@ SCAN_UP_TO = 16  # children read by a scan of them all (``ByQueue._scan``); more
 RANK_AFTER_TIES = 4  # ties between siblings (or siblings in one tie) before their tie rule is ranked (``_tied``)
 
 
-def job_key(job: Job) -> tuple[int, int, float, str]:
+JobKey = tuple[int, int, float, str]
+
+
+def job_key(job: Job) -> JobKey:
     """Serve first: higher priority, then below / at / above the gang minimum, then older, then by name."""
     return (-job.priority, int(gangs.elastic_state(job)), job.created, job.key)
 
@@ -127,7 +130,7 @@ class ByQueue:
     frozen: bool = False
     # each leaf's jobs, in serving order (``victims``: the reverse); the head is served next
     leaves: dict[str, list[Job]] = field(default_factory=dict)
-    _keys: dict[str, list[tuple[int, int, float, str]]] = field(default_factory=dict)  # job_key of each, ascending
+    _keys: dict[str, list[JobKey]] = field(default_factory=dict)  # job_key of each, ascending
     _given: dict[str, list[int]] = field(default_factory=dict)  # leaf -> what the victims taken so far hold
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _roots: list[Queue] = field(default_factory=list)
@@ -135,7 +138,7 @@ class ByQueue:
     _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
     _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
-    _job_keys: dict[int, tuple[int, int, float, str]] = field(default_factory=dict)  # ``frozen``: id(job) -> key
+    _job_keys: dict[int, JobKey] = field(default_factory=dict)  # ``frozen``: id(job) -> key
     _levels: dict[str | None, _Level] = field(default_factory=dict)  # parent's name (None: the roots) -> its level
     _paths: dict[str, list[tuple[Queue, _Level]]] = field(default_factory=dict)  # leaf -> (queue, its level) up
 
@@ -157,16 +160,18 @@ class ByQueue:
         for job in jobs:
             self.push(job)
 
-    def push(self, job: Job) -> None:
+    def push(self, job: Job, key: JobKey | None = None) -> None:
+        """Hand ``job`` out in its turn; ``key``: its ``job_key`` where the caller knows it already."""
         queue = self.queues.get(job.queue)
         if queue is None or queue.children:
             return
         jobs = self.leaves.setdefault(job.queue, [])
         keys = self._keys.setdefault(job.queue, [])
-        if self.frozen:
-            known = self._job_keys.get(id(job))
-            key = known if known is not None else self._job_keys.setdefault(id(job), job_key(job))
-        else:
+        if key is None and self.frozen:
+            key = self._job_keys.get(id(job))
+            if key is None:
+                key = self._job_keys[id(job)] = job_key(job)
+        elif key is None:
             key = job_key(job)
         at = bisect_right(keys, key)  # job keys are unique (they end with the job's key)
         keys.insert(at, key)

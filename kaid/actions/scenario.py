@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kaid.actions import gangs
 from kaid.actions.limits import above_limit, charged_violation, limit_violation
-from kaid.actions.order import ByQueue
+from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.session import Session, Vec, job_request
 from kaid.actions.victims import Placements, Unit
 from kaid.api.config import Action
@@ -39,6 +39,8 @@ class Attempt:
     # id(job) -> what a waiting job that is no victim asks for next (``request_of``), as the attempt found it: no
     # scenario of the attempt changes such a job's pods (``_replace``)
     requests: dict[int, Vec] = field(default_factory=dict)
+    # id(job) -> the ``job_key`` of a waiting job that is no victim, as the attempt found it (``_keys``)
+    keys: dict[int, JobKey] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,7 +116,10 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
     waiting = [j for q in involved for j in waiting_in(session, att, q) if j.key not in victims and j is not att.job]
-    order = job_order(session, [*victims.values(), att.job, *waiting], request=_asks(session, att, victims))
+    order = job_order(session, [*victims.values(), att.job], request=_asks(session, att, victims))
+    key = _keys(att)
+    for job in waiting:
+        order.push(job, key(job))
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
@@ -168,6 +173,21 @@ def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[
         return value
 
     return request
+
+
+def _keys(att: Attempt) -> Callable[[Job], JobKey]:
+    """``job_key`` of the waiting jobs that are no victim of a scenario of ``att``, kept in the attempt: the key
+    reads a job's priority, age and where it stands against its gang minimum, and no scenario changes such a job's
+    pods (``_asks``)."""
+    known = att.keys
+
+    def key(job: Job) -> JobKey:
+        value = known.get(id(job))
+        if value is None:
+            value = known[id(job)] = job_key(job)
+        return value
+
+    return key
 
 
 def waiting_in(session: Session, att: Attempt, queue: str) -> list[Job]:
