@@ -11,8 +11,7 @@ from collections.abc import Callable
 from hypothesis import event, given
 
 from kaid.actions import evictions
-from kaid.actions.evictions import JobKey
-from kaid.actions.order import ByQueue
+from kaid.actions.order import ByQueue, JobKey
 from kaid.actions.scenario import job_order
 from kaid.actions.session import Session
 from kaid.model.objects import Job

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from kaid.actions import gangs
 from kaid.actions.memory import Miss
-from kaid.actions.order import ByQueue, job_key
+from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
 from kaid.actions.session import Session, VictimStats
 from kaid.actions.victim_solver import solve
@@ -59,8 +59,6 @@ class Rules(Protocol):
     def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
         """Why nothing was found: no candidates (``search.units`` empty), or no scenario that works."""
 
-
-JobKey = tuple[int, int, float, str]  # ``job_key``'s answer
 
 # ``Rules.blocked`` returns this when the job may not evict and there is nothing to tell its owner
 SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
@@ -357,13 +355,16 @@ def _victim_order(session: Session,
     out: a leaf's place in the order reads its head alone, so the order hands out what it would with every victim
     pushed at once, without pushing the many that a search never reaches (it pushed every candidate of the
     cluster, per search)."""
-    lines = {q: iter([j for _, j in sorted(pairs, key=itemgetter(0), reverse=True)]) for q, pairs in per_queue.items()}
-    order = job_order(session, [next(line) for line in lines.values()], victims=True, frozen=True)
+    lines = {q: iter(sorted(pairs, key=itemgetter(0), reverse=True)) for q, pairs in per_queue.items()}
+    order = job_order(session, [], victims=True, frozen=True)
+    for line in lines.values():
+        key, first = next(line)
+        order.push(first, key)  # (the order keeps it: frozen)
 
     def handed(victim: Job) -> None:
         following = next(lines[victim.queue], None)
         if following is not None:
-            order.push(following)
+            order.push(following[1], following[0])
 
     return order, handed
 

@@ -161,16 +161,17 @@ class ByQueue:
             self.push(job)
 
     def push(self, job: Job, key: JobKey | None = None) -> None:
-        """Hand ``job`` out in its turn; ``key``: its ``job_key`` where the caller knows it already."""
+        """Hand ``job`` out in its turn; ``key``: its ``job_key`` as it stands now, where the caller knows it."""
         queue = self.queues.get(job.queue)
         if queue is None or queue.children:
             return
         jobs = self.leaves.setdefault(job.queue, [])
         keys = self._keys.setdefault(job.queue, [])
-        if key is None and self.frozen:
-            key = self._job_keys.get(id(job))
-            if key is None:
-                key = self._job_keys[id(job)] = job_key(job)
+        if self.frozen:  # the key as the job was first pushed, whatever happens to it later
+            known = self._job_keys.get(id(job))
+            if known is None:
+                known = self._job_keys[id(job)] = job_key(job) if key is None else key
+            key = known
         elif key is None:
             key = job_key(job)
         at = bisect_right(keys, key)  # job keys are unique (they end with the job's key)
