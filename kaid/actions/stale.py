@@ -8,15 +8,26 @@ from kaid.actions import gangs
 from kaid.actions.session import Session
 from kaid.api.config import Action
 from kaid.model.objects import Job
-from kaid.model.vocabulary import PodStatus
+from kaid.model.vocabulary import BOUND_OR_RUNNING
 
 
 def _stale(job: Job) -> tuple[bool, int]:
-    """(below its gang minimum while some of it runs, pods running)."""
-    running = [p for p in job.pods if p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing]
+    """(below its gang minimum while some of it runs, pods running). One pass over the pods: a job without
+    sub-groups is one pod set whose minimum is its minMember (``gangs.gang_of``), so its active pods decide; a job
+    with sub-groups asks its gang tree."""
+    running = active = 0
+    for p in job.pods:
+        if p.releasing:
+            continue
+        if p.status in BOUND_OR_RUNNING:
+            running += 1
+        if p.status in gangs.ACTIVE:
+            active += 1
     if not running:
         return False, 0
-    return not gangs.gang_of(job).satisfied(), len(running)
+    if not job.subgroups:
+        return active < job.min_member, running
+    return not gangs.gang_of(job).satisfied(), running
 
 
 def stale_gangs(session: Session) -> None:
@@ -38,6 +49,6 @@ def stale_gangs(session: Session) -> None:
         message = (f"gang {job.key} has had only {running} of its minMember {job.min_member} pods running "
                    f"for {now - since:.0f}s (grace {grace:.0f}s); evicted whole so its GPUs can be used")
         for p in job.pods:
-            if p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing:
+            if p.status in BOUND_OR_RUNNING and not p.releasing:
                 session.evict(p, Action.STALE_GANG, job.key, message)
         session.stale[job.key] = None
