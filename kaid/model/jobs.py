@@ -4,6 +4,7 @@ job's queue, priority class and topology say about it. A problem becomes a Reaso
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,34 +21,71 @@ from kaid.model.vocabulary import ReasonCode
 Obj = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class _SpecReading:
+    """What a valid PodGroup spec says."""
+
+    min_member: int
+    queue: str
+    priority_class: str
+    preemptibility: str | None
+    subgroups: tuple[dict[str, Any], ...]
+    min_subgroup: int | None
+    topology: tuple[str | None, str | None, str | None] | None  # topology, required level, preferred level
+    stale_grace: float | None
+
+
+_READINGS: dict[str, _SpecReading | str] = {}  # a spec as written -> its reading, or why it is invalid
+_READINGS_KEPT = 4096
+
+
+def _read_spec(spec: Any) -> _SpecReading | str:
+    """A PodGroup spec read and validated, or the validation's message. The PodGroups of one kind of workload
+    write the same spec, so readings are remembered by the spec's text (``repr`` tells 1, 1.0, True and "1" apart)."""
+    key = repr(spec)
+    known = _READINGS.get(key)
+    if known is not None:
+        return known
+    try:
+        valid = PodGroupSpec.model_validate(spec or {})
+    except ValidationError as err:
+        known = validation_message(err)
+    else:
+        tc = valid.topologyConstraint
+        known = _SpecReading(
+            valid.minMember, valid.queue or "", valid.priorityClassName or "", valid.preemptibility,
+            tuple(s.model_dump() for s in valid.subGroups), valid.minSubGroup,
+            None if tc is None else (tc.topology, tc.requiredTopologyLevel, tc.preferredTopologyLevel),
+            None if valid.stalenessGracePeriod is None else parse_duration(valid.stalenessGracePeriod))
+    if len(_READINGS) >= _READINGS_KEPT:
+        _READINGS.clear()
+    _READINGS[key] = known
+    return known
+
+
 def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     """The job of a PodGroup object, into ``jobs``; an invalid spec leaves it with an error."""
     job = Job(meta.namespace(obj), meta.name(obj))
     job.explicit = True
     job.raw = obj
     job.created = meta.parse_time(meta.meta(obj).get("creationTimestamp"))
-    try:
-        spec = PodGroupSpec.model_validate(obj.get("spec") or {})
-    except ValidationError as err:
-        job.errors.append(Reason(
-            ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {validation_message(err)}"))
-        jobs[job.key] = job
+    jobs[job.key] = job
+    spec = _read_spec(obj.get("spec"))
+    if isinstance(spec, str):
+        job.errors.append(Reason(ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {spec}"))
         return
-    job.min_member = spec.minMember
-    job.queue = spec.queue or ""
-    job.priority_class = spec.priorityClassName or ""
+    job.min_member = spec.min_member
+    job.queue = spec.queue
+    job.priority_class = spec.priority_class
     if spec.preemptibility:
         job.preemptibility = spec.preemptibility
-    job.subgroups = [s.model_dump() for s in spec.subGroups]
-    job.min_subgroup = spec.minSubGroup
-    if spec.topologyConstraint is not None:
-        job.topology = spec.topologyConstraint.topology
-        job.required_level = spec.topologyConstraint.requiredTopologyLevel
-        job.preferred_level = spec.topologyConstraint.preferredTopologyLevel
-    if spec.stalenessGracePeriod is not None:
-        job.stale_grace = parse_duration(spec.stalenessGracePeriod)
+    job.subgroups = list(spec.subgroups)  # the sub-groups' mappings are read, never written
+    job.min_subgroup = spec.min_subgroup
+    if spec.topology is not None:
+        job.topology, job.required_level, job.preferred_level = spec.topology
+    if spec.stale_grace is not None:
+        job.stale_grace = spec.stale_grace
     job.stale_since = meta.parse_time(meta.annotations_of(obj).get(c.STALE_SINCE_ANNOTATION)) or None
-    jobs[job.key] = job
 
 
 def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],
