@@ -28,6 +28,7 @@ class ConsolidateRules:
     solver: bool = False  # the solver does not model the moved pods' new places
     split_by_node: bool = True
     moves: bool = True
+    by_node: bool = False
     shared: list[Pod] | None = None  # ``_devices_possible``'s shared-GPU pods, worked out once per action
 
     def serves(self, job: Job) -> bool:

@@ -11,7 +11,7 @@ from itertools import count
 from operator import itemgetter
 from typing import Protocol
 
-from kaid.actions import gangs
+from kaid.actions import by_node, gangs
 from kaid.actions.memory import Miss
 from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
@@ -32,6 +32,7 @@ class Rules(Protocol):
     solver: bool  # CP-SAT may look for cheaper victims (it models evictions, not moved pods)
     split_by_node: bool  # a victim job may lose only its pods on the nodes the job lands on (they all move)
     moves: bool  # every victim must be placed again (consolidation): no scenario evicts anything for good
+    by_node: bool  # KAI's task-by-task, node-by-node search (``by_node``); else victims accumulate, then are pruned
 
     def serves(self, job: Job) -> bool:
         """Whether the action tries for this pending job at all."""
@@ -290,7 +291,7 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
         return False
     att.message = lambda u: rules.message(session, att, u)  # the numbers before any eviction (``Rules.message``)
     cheaper = rules.solver and _solver_applies(session, att)
-    found = _first_found(session, rules, att, search, cheaper)
+    found = (_by_node_found if rules.by_node else _first_found)(session, rules, att, search, cheaper)
     if found is not None and cheaper:
         found = _cheaper(session, rules, att, search, found)
     if found is None and (session.scenarios_left <= 0 or session.search_left <= 0):
@@ -431,6 +432,20 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search, w
             return _pruned(session, rules, att, search, Found(chosen, out, "first-fit"), valid)
     session.rollback(start)
     return None
+
+
+def _by_node_found(session: Session, rules: Rules, att: Attempt, search: Search, whole: bool) -> Found | None:
+    """KAI's own answer, task by task and node by node (``by_node``; ``whole``: with every unit drawn, for the
+    solver after)."""
+    solved = by_node.solve(session, att, search, lambda part, out: rules.valid(session, part, out))
+    if solved is None:
+        return None
+    units, outcome = solved
+    if whole:
+        done = session.undo(outcome.start)
+        _whole(session, rules, att, search)
+        session.redo(done)
+    return Found(units, outcome, "first-fit")
 
 
 def _validator(session: Session, rules: Rules, att: Attempt) -> Callable[[Outcome], bool]:

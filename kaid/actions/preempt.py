@@ -23,6 +23,7 @@ class PreemptRules:
     solver: bool = True
     split_by_node: bool = False
     moves: bool = False
+    by_node: bool = True
 
     def serves(self, job: Job) -> bool:
         return True

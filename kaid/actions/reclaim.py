@@ -25,6 +25,7 @@ class ReclaimRules:
     solver: bool = True
     split_by_node: bool = False
     moves: bool = False
+    by_node: bool = True
     before: Before | None = None
     allowed: dict[str, bool] = field(default_factory=dict)  # victim queue -> its jobs are candidates, this attempt
 

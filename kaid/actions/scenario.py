@@ -30,8 +30,8 @@ class Attempt:
     action: str
     job: Job
     queue: Queue
-    batch: list[Pod]
-    request: Vec  # for fair share and the rules (gpu-memory sized on the smallest GPU)
+    batch: list[Pod]  # the pods to place: the job's next batch, or (KAI's partial job, ``by_node``) its first few
+    request: Vec  # of ``batch``, for fair share and the rules (gpu-memory sized on the smallest GPU)
     message: Callable[[Unit], str] = field(default=lambda u: "")
     # queue -> its jobs with a pending pod when the attempt began: no scenario places one that is not a victim,
     # and each scenario starts from the session as the attempt found it but for evictions (``waiting_in``)
@@ -41,6 +41,8 @@ class Attempt:
     requests: dict[int, Vec] = field(default_factory=dict)
     # id(job) -> the ``job_key`` of a waiting job that is no victim, as the attempt found it (``_keys``)
     keys: dict[int, JobKey] = field(default_factory=dict)
+    # the job's whole next batch (``gangs.tasks_to_allocate``) where ``batch`` is a partial job of its first pods
+    tasks: list[Pod] | None = None
 
 
 @dataclass
@@ -100,6 +102,20 @@ def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
                 session.evict(p, att.action, att.job.key, message)
 
 
+def simulate(session: Session, att: Attempt, units: list[Unit], region: bytearray | None) -> Outcome | None:
+    """Evict ``units`` and place the jobs involved with the pending job's and the victims' pods on ``region`` only
+    (None: anywhere); on success its operations stay in the session (from ``Outcome.start``), else it is rolled
+    back. The action's rules are the caller's to check."""
+    cp = session.checkpoint()
+    evict(session, att, units)
+    outcome = _replace(session, att, units, region)
+    if outcome is None:
+        session.rollback(cp)
+        return None
+    outcome.start = cp
+    return outcome
+
+
 def settle(session: Session, att: Attempt, units: list[Unit], valid: Callable[[Outcome], bool]) -> Outcome | None:
     """With ``units`` evicted: place the jobs involved; keep it if the job was placed and ``valid`` holds."""
     cp = session.checkpoint()
@@ -110,8 +126,9 @@ def settle(session: Session, att: Attempt, units: list[Unit], valid: Callable[[O
     return None
 
 
-def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | None:
-    """Place the victims' jobs and the pending job in the order allocate serves them."""
+def _replace(session: Session, att: Attempt, units: list[Unit], region: bytearray | None = None) -> Outcome | None:
+    """Place the victims' jobs and the pending job in the order allocate serves them (within ``region``, if
+    given)."""
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
@@ -130,10 +147,12 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
     try:
         for job in turns(order, [*victims.values(), att.job]):
             if job is att.job:
-                placed = _place(session, att, job, att.batch)
+                placed = _place(session, att, job, att.batch, region)
                 if placed is None:
                     return None
                 away = _away_from_rest(session, att)
+                if region is not None:
+                    away = region if away is None else bytearray(a & b for a, b in zip(away, region, strict=True))
                 if att.action == Action.CONSOLIDATE:
                     to_place = _stay(session, att, [u for u in units if u.job.key not in served])
             else:
@@ -142,7 +161,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit]) -> Outcome | Non
                     moved += _take_back(session, att, job, [], None, to_place[job.key])
                 else:
                     after = placed is not None
-                    moved += _take_back(session, att, job, units if after else [], away if after else None)
+                    moved += _take_back(session, att, job, units if after else [], away if after else region)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -164,7 +183,11 @@ def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[
     plain = request_of(session)
     known = att.requests
 
+    partial = att.tasks is not None and len(att.batch) < len(att.tasks)
+
     def request(job: Job) -> Vec:
+        if job is att.job and partial:
+            return att.request  # KAI orders the partial job by what it asks
         if job is att.job or job.key in victims:
             return plain(job)
         value = known.get(id(job))
@@ -306,7 +329,8 @@ def _away_from_rest(session: Session, att: Attempt) -> bytearray | None:
     cycle: a victim moved onto a node its next pods may use is the victim of their turn and restarts a second
     time for the same job (issue 15); elsewhere it stays evicted and waits like any evicted pod. None (anywhere):
     the job has no such pods, or consolidation moves the victims (there every one must land again)."""
-    rest = [p for p in att.job.pods if p.status == PodStatus.PENDING and p not in att.batch]
+    batch = att.batch if att.tasks is None else att.tasks
+    rest = [p for p in att.job.pods if p.status == PodStatus.PENDING and p not in batch]
     if not rest or att.action == Action.CONSOLIDATE:
         return None
     index = session.index
@@ -325,7 +349,8 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod],
         return None
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
     within = gangs.domain_of_running(job, session)
-    if region is not None:
+    if region is not None and (within is not None or topo is None or not topo.required):
+        # (``gang.place`` reads a region as the job's domain: a required domain not chosen yet is looked for anywhere)
         within = region if within is None else bytearray(a & b for a, b in zip(within, region, strict=True))
     plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
                       session.cfg.placement.solverTimeLimitSeconds, within=within)

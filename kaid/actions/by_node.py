@@ -1,0 +1,219 @@
+"""KAI's victim search for reclaim and preempt (``job_solver.go``, ``pod_scenario_builder.go``, ``by_pod_solver.go``
+at the reference commit): the pending job is solved task by task, and each scenario is simulated node by node.
+
+- Task by task: the job's first pod, then its first two, ... up to the whole batch (``gangs.tasks_to_allocate``).
+  Each partial job is solved from the session as the attempt found it, with the victims the partial job before it
+  needed (the recorded victims) evicted first; its own victims become the next one's recorded victims. The job is
+  served when its whole batch is solved; a partial job with no solution ends the attempt.
+- Scenarios: the candidates' eviction units are added one at a time in KAI's victim order (the potential victims);
+  the first scenario of a partial job has only the recorded victims. A scenario that the GPUs could not make room in
+  is skipped without a simulation (``GpuRoom``, a sound form of KAI's ``AccumulatedIdleGpus`` filter).
+- Node by node: a scenario is simulated once per node of its newest unit: the recorded victims and the potential
+  victims of the jobs with a unit on that node (all their units) are evicted, and only their jobs and the pending
+  job are placed again, in allocate's order, on the feasible nodes: for a job of GPU pods the nodes with an idle or
+  a releasing GPU when the attempt began, plus the nodes of the victims evicted (``feasible``). The first simulation
+  in which the job is placed and the action's rules hold is the partial job's solution; one whose rules fail ends
+  its scenario (KAI drops that scenario's statement).
+
+So a simulation re-places the few victims of one node, where placing every accumulated victim again in every
+scenario made a vain search quadratic in the victims it tried (issue 15). KAI also simulates the nodes of the
+newest victim job's other pods, in no set order; kai only those of the newest unit, the nodes whose victims the
+scenario adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from itertools import count
+
+from kaid.actions.scenario import Attempt, Outcome, simulate
+from kaid.actions.session import Session, job_request
+from kaid.actions.victims import Search, Unit, budget_ok
+from kaid.model.objects import Pod
+from kaid.model.vocabulary import PodStatus
+
+
+def solve(session: Session, att: Attempt, search: Search,
+          valid: Callable[[Attempt, Outcome], bool]) -> tuple[list[int], Outcome] | None:
+    """The units evicted for ``att``'s whole batch and the scenario that placed it (its operations in the session,
+    started at ``Outcome.start``), or None with the session as it was. ``valid``: the action's rules for a scenario
+    of a (partial) attempt."""
+    start = session.checkpoint()
+    feasible = feasible_nodes(session, att)
+    room = GpuRoom(session, att, search.home)
+    recorded: list[int] = []
+    last = len(att.batch)
+    for k in range(1, last + 1):
+        part = att if k == last else replace(att, batch=att.batch[:k], tasks=att.batch,
+                                             request=job_request(att.batch[:k], session.small_ref))
+        solved = _solve_partial(session, part, search, recorded, feasible, room, valid)
+        if solved is None:
+            session.rollback(start)
+            return None
+        units, outcome = solved
+        if k == last:
+            outcome.start = start
+            evicted = {id(u) for u in outcome.evicted}
+            return [i for i in units if id(search.units[i]) in evicted], outcome
+        recorded = _victims_of(search, units, outcome)
+        session.rollback(start)
+    return None
+
+
+def _victims_of(search: Search, units: list[int], outcome: Outcome) -> list[int]:
+    """The units of a partial job's solution that stay victims: evicted, or moved (KAI records its pipelined
+    victims too)."""
+    moved = {id(p) for p in outcome.moved}
+    return [i for i in units if any(p.status == PodStatus.EVICTED or id(p) in moved for p in search.units[i].pods)]
+
+
+def _solve_partial(session: Session, att: Attempt, search: Search, recorded: list[int], feasible: bytearray | None,
+                   room: GpuRoom, valid: Callable[[Attempt, Outcome], bool]) -> tuple[list[int], Outcome] | None:
+    units = search.units
+    base = room.tally(att, [units[i] for i in recorded])
+    if recorded and base.enough():
+        out = _simulate(session, att, search, [units[i] for i in recorded], feasible)
+        if out is not None:
+            return (recorded, out) if valid(att, out) else None
+    chosen = set(recorded)
+    potential: list[int] = []
+    by_job: dict[str, list[int]] = {}  # job key -> its potential units
+    on_node: dict[str, dict[str, None]] = {}  # node -> the jobs with a potential unit there, in the order added
+    for i in count():
+        unit = search.unit(i)
+        if unit is None:
+            return None
+        if i in chosen or (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
+            continue
+        chosen.add(i)
+        potential.append(i)
+        key = unit.job.key
+        by_job.setdefault(key, []).append(i)
+        nodes = list(dict.fromkeys(search.home[id(p)] for p in unit.pods))
+        for node in nodes:
+            on_node.setdefault(node, {})[key] = None
+        base.add(unit)
+        if not base.enough():
+            continue
+        if session.scenarios_left <= 0 or session.search_left <= 0:
+            return None
+        session.scenarios_left -= 1
+        session.search_left -= 1
+        for node in nodes:
+            these = sorted(i for job in on_node[node] for i in by_job[job])
+            victims = [units[j] for j in (*recorded, *these)]
+            if not room.tally(att, victims).enough():
+                continue
+            out = _simulate(session, att, search, victims, feasible)
+            if out is None:
+                continue
+            if valid(att, out):
+                return [*recorded, *these], out
+            session.rollback(out.start)
+            break  # KAI drops the scenario once a simulation of it breaks the rules
+    return None
+
+
+def _simulate(session: Session, att: Attempt, search: Search, victims: list[Unit],
+              feasible: bytearray | None) -> Outcome | None:
+    """Evict ``victims`` and place their jobs and the pending one on the feasible nodes and the victims' nodes."""
+    region = None
+    if feasible is not None:
+        region = bytearray(feasible)
+        nodes = session.snap.node_by_name
+        for u in victims:
+            for p in u.pods:
+                n = nodes.get(search.home[id(p)])
+                if n is not None:
+                    region[n.index] = 1
+    return simulate(session, att, victims, region)
+
+
+def _needs_gpu(pod: Pod) -> bool:
+    return bool(pod.gpu_whole or pod.frac_devices)
+
+
+def feasible_nodes(session: Session, att: Attempt) -> bytearray | None:
+    """KAI's ``FeasibleNodesForJob``: for a job all of whose pods use GPUs, the nodes with an idle GPU (whole or a
+    share) or a releasing one when the attempt begins; None (every node) for a job with a pod that uses none."""
+    if not all(_needs_gpu(p) for p in att.job.pods):
+        return None
+    index = session.index
+    mask = bytearray(len(index.nodes))
+    for k in range(1, index.max_gpus + 1):
+        for i in index.buckets[k]:
+            mask[i] = 1
+    for i in index.shared:
+        mask[i] = 1
+    nodes = session.snap.node_by_name
+    for p in session.releasing():
+        n = nodes.get(p.node or "")
+        if n is not None and _needs_gpu(p):
+            mask[n.index] = 1
+    return mask
+
+
+class GpuRoom:
+    """Whole GPUs a scenario could make room with, by node: the idle ones and those the releasing pods hold on the
+    nodes the job may use, plus what the victims hold there (a shared device counted as if its other pods went too).
+    A bound: where it says no, no simulation can place the job (the victims that take their places back only take
+    some of it again). KAI's ``AccumulatedIdleGpus`` reads the same numbers over every node and matches the pods'
+    GPUs greedily to the nodes with the most."""
+
+    def __init__(self, session: Session, att: Attempt, home: dict[int, str]) -> None:
+        first = att.batch[0]
+        self.nodes = session.snap.node_by_name
+        self.home = home  # id(pod) -> the node a victim runs on (``Search.home``)
+        self.per_pod = first.gpu_whole if all(
+            (p.gpu_whole, p.sig, p.frac_devices) == (first.gpu_whole, first.sig, 0) for p in att.batch) else 0
+        self.mask = session.index.static_mask(first) if self.per_pod else None
+        self.base: dict[int, int] = {}  # node index -> whole GPUs idle or releasing there
+        index = session.index
+        for k in range(1, index.max_gpus + 1):
+            for i in index.buckets[k]:
+                if self.mask is None or self.mask[i]:
+                    self.base[i] = k
+        for p in session.releasing():
+            n = self.nodes.get(p.node or "")
+            if n is not None and (self.mask is None or self.mask[n.index]):
+                self.base[n.index] = self.base.get(n.index, 0) + p.gpu_whole + p.frac_devices
+        self.total = sum(self._pods(g) for g in self.base.values())
+
+    def _pods(self, gpus: int) -> int:
+        return gpus // self.per_pod if self.per_pod else gpus
+
+    def tally(self, att: Attempt, victims: list[Unit]) -> Tally:
+        need = len(att.batch) if self.per_pod else sum(p.gpu_whole for p in att.batch)
+        tally = Tally(self, need)
+        for u in victims:
+            tally.add(u)
+        return tally
+
+
+class Tally:
+    """``GpuRoom`` with some victims gone."""
+
+    __slots__ = ("freed", "need", "room", "total")
+
+    def __init__(self, room: GpuRoom, need: int) -> None:
+        self.room = room
+        self.need = need
+        self.freed: dict[int, int] = {}
+        self.total = room.total
+
+    def add(self, unit: Unit) -> None:
+        if not self.need:
+            return
+        room = self.room
+        for p in unit.pods:
+            gpus = p.gpu_whole + p.frac_devices
+            n = room.nodes.get(room.home[id(p)])
+            if not gpus or n is None or (room.mask is not None and not room.mask[n.index]):
+                continue
+            before = room.base.get(n.index, 0) + self.freed.get(n.index, 0)
+            self.freed[n.index] = self.freed.get(n.index, 0) + gpus
+            self.total += room._pods(before + gpus) - room._pods(before)
+
+    def enough(self) -> bool:
+        return self.total >= self.need
