@@ -67,24 +67,25 @@ SILENT = Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "")
 
 @dataclass
 class Pool:
-    """The jobs that may be anyone's victims in this action (``Roles.pool``), and their eviction units, kept from
-    one search to the next for the jobs none of whose pods an operation touched since: a job's units read only its
-    own pods, a vain search leaves the session as it found it, and a search never undoes an operation from before it
-    began, so the operations added since the units were worked out name every pod that changed."""
+    """The jobs that may be anyone's victims in this action (``Roles.pool``), their eviction units and keys, and
+    each queue's line of them (``lines_of``), kept from one search to the next for the jobs none of whose pods an
+    operation touched since: a job's units read only its own pods, a vain search leaves the session as it found it,
+    and a search never undoes an operation from before it began, so the operations added since the units were worked
+    out name every pod that changed."""
 
     jobs: list[Job]
     units: dict[int, tuple[list[Unit], int]] = field(default_factory=dict)  # id(job) -> (units_of's answer)
     keys: dict[int, JobKey] = field(default_factory=dict)  # id(job) -> its ``job_key`` (it reads the job's pods)
     by_queue: dict[str, list[Job]] = field(default_factory=dict)  # ``jobs`` per queue, in their order
+    # queue -> (key, job) for its jobs, the largest key first (the order its leaf hands victims out in; keys are
+    # unique)
+    lines: dict[str, list[tuple[JobKey, Job]]] = field(default_factory=dict)
     ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
 
     def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
         self._catch_up(session)
-        known = self.units.get(id(job))
-        if known is None:
-            q = session.snap.queues[job.queue]
-            known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
-        return list(known[0]), known[1]
+        units, young = self._units(session, job, action)
+        return list(units), young
 
     def key_of(self, session: Session, job: Job) -> JobKey:
         self._catch_up(session)
@@ -99,14 +100,40 @@ class Pool:
                 if op.pod.job is not None:
                     self.units.pop(id(op.pod.job), None)
                     self.keys.pop(id(op.pod.job), None)
+                    self.lines.pop(op.pod.job.queue, None)
             self.ops = len(session.ops)
 
-    def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
-        """The jobs of the queues that may hold candidates for ``att`` (``Rules.candidate_queue``)."""
+    def lines_of(self, session: Session, rules: Rules, att: Attempt) -> dict[str, list[tuple[JobKey, Job]]]:
+        """The lines of the queues that may hold candidates for ``att`` (``Rules.candidate_queue``), each worked out
+        once per action and again only once an operation touched one of its jobs (a search read every candidate's
+        units and key and sorted them, per search)."""
+        self._catch_up(session)
+        out = {}
+        for queue in self.queues(session, rules, att):
+            line = self.lines.get(queue)
+            if line is None:
+                line = self.lines[queue] = sorted(((self.key_of(session, j), j) for j in self.by_queue[queue]),
+                                                  key=itemgetter(0), reverse=True)
+            out[queue] = line
+        return out
+
+    def _units(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+        known = self.units.get(id(job))
+        if known is None:
+            q = session.snap.queues[job.queue]
+            known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
+        return known
+
+    def queues(self, session: Session, rules: Rules, att: Attempt) -> list[str]:
+        """The queues that may hold candidates for ``att`` (``Rules.candidate_queue``), in the order of ``jobs``."""
         if not self.by_queue and self.jobs:
             for job in self.jobs:
                 self.by_queue.setdefault(job.queue, []).append(job)
-        return [j for q, jobs in self.by_queue.items() if rules.candidate_queue(session, att, q) for j in jobs]
+        return [q for q in self.by_queue if rules.candidate_queue(session, att, q)]
+
+    def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
+        """The jobs of the queues that may hold candidates for ``att``."""
+        return [j for q in self.queues(session, rules, att) for j in self.by_queue[q]]
 
 
 @dataclass(slots=True)
@@ -319,25 +346,25 @@ def _explain(session: Session, rules: Rules, att: Attempt, search: Search, prote
 def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[Search, int]:
     """The candidates' eviction units, in KAI's victim order (``pool``: ``Roles.pool``), drawn as they are read:
     the order is the one of the cluster as the search found it (``ByQueue.frozen``), however many victims were
-    evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all."""
-    # the victims' order is KAI's (``job_order``), whatever order they are found in
-    victims = [j for j in pool.of_queues(session, rules, att) if j is not att.job and rules.candidate(session, att, j)]
-    per_job: dict[str, list[Unit]] = {}
-    per_queue: dict[str, list[tuple[JobKey, Job]]] = {}
-    protected = 0
-    for job in victims:
-        units, young = pool.units_of(session, job, rules.action)
-        protected += young
-        if units:
-            per_job[job.key] = units
-            per_queue.setdefault(job.queue, []).append((pool.key_of(session, job), job))
-    order, handed = _victim_order(session, per_queue)
+    evicted before the next one is drawn; ``_whole`` draws the rest and adds what needs them all. A search reads
+    only the candidates it hands out (each queue's line is kept in ``pool``); the pods protected by a min runtime are
+    counted only where no unit is drawn at all, the only search that tells them (``Rules.explain``)."""
+
+    def candidates(line: list[tuple[JobKey, Job]]) -> Iterator[tuple[JobKey, Job]]:
+        return ((key, job) for key, job in line if job is not att.job and rules.candidate(session, att, job)
+                and pool.units_of(session, job, rules.action)[0])
+
+    lines = pool.lines_of(session, rules, att)
+    order, handed = _victim_order(session, {q: candidates(line) for q, line in lines.items()})
     useful = _useful(session, att)
+    per_job: dict[str, list[Unit]] = {}
 
     def draw() -> Iterator[Unit]:
         while (victim := order.pop()) is not None:
             handed(victim)
-            units = per_job[victim.key]
+            units = per_job.get(victim.key)
+            if units is None:  # (its pods as the search found them: only victims handed out are evicted)
+                units = per_job[victim.key] = pool.units_of(session, victim, rules.action)[0]
             unit = units.pop(0)
             if units:
                 order.push(victim)  # before the unit is handed out (and perhaps evicted)
@@ -345,22 +372,25 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                 yield unit
 
     search = Search([], more=draw(), guards=list(session.snap.budgets))
+    protected = 0
+    if search.unit(0) is None:
+        protected = sum(pool.units_of(session, j, rules.action)[1] for j in pool.of_queues(session, rules, att)
+                        if j is not att.job and rules.candidate(session, att, j))
     return search, protected
 
 
 def _victim_order(session: Session,
-                  per_queue: dict[str, list[tuple[JobKey, Job]]]) -> tuple[ByQueue, Callable[[Job], None]]:
-    """KAI's victim order (``job_order``, frozen) over ``per_queue``'s victims (with their ``job_key``s), and what to
-    call as each is handed out. Each queue's victims are lined up in the order its leaf hands them out (the largest
-    key first; keys are unique) and the order holds only the next of each, the one after it pushed as it is handed
-    out: a leaf's place in the order reads its head alone, so the order hands out what it would with every victim
-    pushed at once, without pushing the many that a search never reaches (it pushed every candidate of the
-    cluster, per search)."""
-    lines = {q: iter(sorted(pairs, key=itemgetter(0), reverse=True)) for q, pairs in per_queue.items()}
+                  lines: dict[str, Iterator[tuple[JobKey, Job]]]) -> tuple[ByQueue, Callable[[Job], None]]:
+    """KAI's victim order (``job_order``, frozen) over the victims of ``lines`` (each queue's, with their
+    ``job_key``s, in the order its leaf hands them out: the largest key first), and what to call as each is handed
+    out. The order holds only the next victim of each queue, the one after it pushed as it is handed out: a leaf's
+    place in the order reads its head alone, so the order hands out what it would with every victim pushed at once,
+    without pushing the many that a search never reaches (it pushed every candidate of the cluster, per search)."""
     order = job_order(session, [], victims=True, frozen=True)
     for line in lines.values():
-        key, first = next(line)
-        order.push(first, key)  # (the order keeps it: frozen)
+        first = next(line, None)
+        if first is not None:
+            order.push(first[1], first[0])  # (the order keeps it: frozen)
 
     def handed(victim: Job) -> None:
         following = next(lines[victim.queue], None)
