@@ -57,7 +57,6 @@ from kaid.sharing.handoff import not_set_up
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
-SOLVER_LOAD_WAIT = 30.0  # seconds the first cycle waits at most for the solver to load (warm_up_solver)
 
 
 @dataclass
@@ -224,17 +223,11 @@ class Daemon:
         log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
                  "leader election on" if self.elector else "alone", self.identity, self.cfg.schedulerName,
                  process_age())
-        solver: threading.Thread | None = warm_up_solver()  # loaded before the first cycle: no cycle pays it
+        solver_loading = False
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
             self.cache.changed.clear()  # changes from here on wake the next cycle
             if self.leading():
-                if solver is not None:
-                    began = time.monotonic()
-                    solver.join(SOLVER_LOAD_WAIT)
-                    log.debug("solver loaded %.2f s before the first cycle (waited %.2f s for it)", process_age(),
-                              time.monotonic() - began)
-                    solver = None
                 try:
                     self.cycle()
                 except Exception:
@@ -246,6 +239,11 @@ class Daemon:
                         self.live.catch_up()
                     except Exception:
                         log.exception("applying the watch events to the snapshot failed; retrying next period")
+            if not solver_loading:
+                # after the first full cycle, its binds out (a standby: at once), so that neither waits for the
+                # solver's import nor shares the interpreter with it; a cycle that needs it first imports it then
+                warm_up_solver()
+                solver_loading = True
             self._metrics().leader.set(1 if self.leading() else 0)
             if not self.leading():  # stand by for a period, or until this replica leads
                 self.lead_changed.wait(self.cfg.cyclePeriodSeconds)

@@ -6,8 +6,8 @@ The sequence: ``kaid run`` parses its options with argparse, not typer (``parse_
 requests (``run_daemon``) and loads the config and the engine while the API server encodes them; the pod list
 is held once enough pending pods are in (``StartingCache``), so that an early cycle can bind those on a
 complete picture of the nodes (``early_view``) while the rest of the list waits; the cyclic garbage collector
-sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads once the start is over, before the
-first full cycle (``warm_up_solver``).
+sleeps through the first list (``pause_gc``, ``settle_gc``); the solver loads once the first full cycle is over
+(``warm_up_solver``).
 
     trick (switch)  where                         what it saves                                  measured at
     argv            parse_run_args (kaid.cli)     typer and pydantic's adapters: lists go out    e83bf0f
@@ -21,7 +21,8 @@ first full cycle (``warm_up_solver``).
                     Daemon.early_cycle
     (none)          warm_up_solver                the solver's 0.4 s of CPU kept out of the      e50e526
                                                   first list and snapshot (now 1.1-1.4 s, loaded
-                                                  before the first full cycle: none pays it)
+                                                  once the first full cycle is over: neither it
+                                                  nor its binds wait for the import)
 
 "Measured" is ``python -m benchmarks.bench_kube --starts N --startup-off TRICK,...``: start to first bind on
 4,000 pending one-GPU pods, 500 nodes, starts with and without the trick interleaved; the JSON of each run is
@@ -176,9 +177,10 @@ def settle_gc() -> None:
 @functools.cache
 def warm_up_solver() -> threading.Thread:
     """Load the solver in the background, once (``ortools.sat`` brings numpy and pandas: 1.1-1.4 s of CPU and about
-    90 MB). ``Daemon.run`` starts it once its start is over (the lists in, an early cycle's binds out: sooner it would
-    compete with them for the interpreter) and waits for it before its first cycle as leader, so that no cycle pays
-    it; a standby loads it while it stands by. kaictl and the simulator load it when a search first needs it."""
+    90 MB). ``Daemon.run`` starts it once its first full cycle as leader is over, that cycle's binds out (a starting
+    scheduler's backlog: the import would hold it up, or share the interpreter with its binds), and a standby while
+    it stands by, so that its first cycle as leader does not pay it. A cycle that needs the solver before it is
+    loaded imports it then, as kaictl and the simulator do when a search first needs it."""
     thread = threading.Thread(target=lambda: __import__("ortools.sat.python.cp_model"), name="warm-up", daemon=True)
     thread.start()
     return thread

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from kaid.api.config import SchedulerConfig
+from kaid.kube import daemon as daemon_mod
 from kaid.kube import startup as cache_mod
 from kaid.kube.cache import API_RESOURCES, ApiResource
 from kaid.kube.client import KubeClient
@@ -613,8 +614,9 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
 ) -> None:
     """A starting kaid binds the first pending pods while the rest of its pod list is held back, on a view that
     counts a running pod the held list has not delivered yet (it comes last by name): it is seen through the
-    separate list of pods on nodes. The daemon runs in this process (a thread), with the ServiceAccount's
-    token, so that the hold can be set to 4 pods; its pods list covers this test's namespace only."""
+    separate list of pods on nodes. The first full cycle does not wait for the solver: it begins to load once
+    that cycle is over. The daemon runs in this process (a thread), with the ServiceAccount's token, so that the hold
+    can be set to 4 pods; its pods list covers this test's namespace only."""
     cp = control_plane
     pool, nodes = make_pool(2, gpus=8)
     (q,) = make_queues(queue(f"early-{_suffix()}", 0))
@@ -639,6 +641,8 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
                       for r in API_RESOURCES)
     cache = WatchCache(client, resources, early=True)
     daemon = Daemon(cfg, client, "early", cache)
+    warm_ups: list[int] = []  # the cycles run when the solver began to load
+    monkeypatch.setattr(daemon_mod, "warm_up_solver", lambda: warm_ups.append(daemon.cycles))
     thresholds = gc.get_threshold()
     runner = threading.Thread(target=daemon.run, name="kaid-early", daemon=True)
     runner.start()
@@ -671,6 +675,7 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     assert scheduled == {f"pg-pod-{name}": 1 for name in bound_names}, scheduled
     listed = [k for k in cache.informers[0].items if k.startswith(f"{namespace}/")]
     assert len(listed) == 13, "the held list went on to the end once released"
+    assert warm_ups == [2], f"the solver began to load after {warm_ups} cycles, not once the first full one was over"
 
 
 def _wait_cycles_of(daemon: Daemon, n: int, timeout: float = 30.0) -> None:
