@@ -29,6 +29,7 @@ from kaid.kube import startup as cache_mod
 from kaid.kube.cache import API_RESOURCES, ApiResource
 from kaid.kube.client import KubeClient
 from kaid.kube.daemon import Daemon
+from kaid.kube.podgrouper import create_podgroups
 from kaid.kube.startup import StartingCache as WatchCache
 from kaid.model.build import build_snapshot
 
@@ -614,8 +615,9 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
 ) -> None:
     """A starting kaid binds the first pending pods while the rest of its pod list is held back, on a view that
     counts a running pod the held list has not delivered yet (it comes last by name): it is seen through the
-    separate list of pods on nodes. The first full cycle does not wait for the solver: it begins to load once
-    that cycle is over. The daemon runs in this process (a thread), with the ServiceAccount's token, so that the hold
+    separate list of pods on nodes. Neither the first full cycle nor its binds wait for other work: the solver
+    begins to load once that cycle is over, and the PodGroups it made from memory are created once its binds
+    are answered. The daemon runs in this process (a thread), with the ServiceAccount's token, so that the hold
     can be set to 4 pods; its pods list covers this test's namespace only."""
     cp = control_plane
     pool, nodes = make_pool(2, gpus=8)
@@ -643,6 +645,32 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     daemon = Daemon(cfg, client, "early", cache)
     warm_ups: list[int] = []  # the cycles run when the solver began to load
     monkeypatch.setattr(daemon_mod, "warm_up_solver", lambda: warm_ups.append(daemon.cycles))
+    lock = threading.Lock()
+    binds = {"sent": 0, "answered": 0}
+    creations: list[dict[str, int]] = []  # the binds sent and answered when each creation of PodGroups began
+    send, bind_one = daemon.actuator.start_binds, daemon.actuator._bind_one
+
+    def counted_send(sent: list[Any]) -> Any:
+        with lock:
+            binds["sent"] += len(sent)
+        return send(sent)
+
+    def counted_bind(b: Any, patch: Any = None) -> Any:
+        time.sleep(0.2)  # a busy API server: a creation begun alongside the binds would begin before they end
+        try:
+            return bind_one(b, patch)
+        finally:
+            with lock:
+                binds["answered"] += 1
+
+    def seen_create(*args: Any) -> Any:
+        with lock:
+            creations.append(dict(binds))
+        return create_podgroups(*args)
+
+    monkeypatch.setattr(daemon.actuator, "start_binds", counted_send)
+    monkeypatch.setattr(daemon.actuator, "_bind_one", counted_bind)
+    monkeypatch.setattr(daemon_mod, "create_podgroups", seen_create)
     thresholds = gc.get_threshold()
     runner = threading.Thread(target=daemon.run, name="kaid-early", daemon=True)
     runner.start()
@@ -676,6 +704,9 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     listed = [k for k in cache.informers[0].items if k.startswith(f"{namespace}/")]
     assert len(listed) == 13, "the held list went on to the end once released"
     assert warm_ups == [2], f"the solver began to load after {warm_ups} cycles, not once the first full one was over"
+    assert creations and creations[0]["sent"] > 4, creations  # the first full cycle's, after the early 4
+    assert all(c["sent"] == c["answered"] for c in creations), \
+        f"PodGroups created before the cycle's binds were answered: {creations}"
 
 
 def _wait_cycles_of(daemon: Daemon, n: int, timeout: float = 30.0) -> None:
