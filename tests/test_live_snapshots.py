@@ -297,3 +297,62 @@ def test_the_status_writer_lets_go_of_the_snapshot_even_when_reading_it_fails() 
 def _podgroup(name: str) -> Obj:
     return {"kind": "PodGroup", "metadata": {"name": name, "namespace": "default"},
             "spec": {"minMember": 1, "queue": "default-queue"}}
+
+
+def _exact(snap: Snapshot) -> dict[str, Any]:
+    """``describe`` in the snapshot's own order (nothing sorted), the raw objects left out: two models fed the same
+    events make their PodGroups from memory and their assumed pods each as new dicts."""
+    d = describe(snap)
+    for p in d["pods"]:
+        p["raw"] = None
+    for _, j in d["jobs"]:
+        j["raw"] = j["raw"] is not None
+    return d
+
+
+def test_a_starting_leader_reading_its_lists_early_changes_no_snapshot_nor_decision() -> None:
+    """A starting leader reads its lists while its early cycle's binds go out (``catch_up``,
+    ``Daemon._read_lists_while``); the watch then brings those binds and other changes. Its first full snapshot, in
+    the model's own order, and that cycle's decisions are those of a model that read it all at the snapshot: the
+    PodGroups made from memory come in the order of their jobs' first pods, whichever order the reads fell in (a
+    set's)."""
+    cfg = SchedulerConfig()
+    for seed in range(60):
+        rng = random.Random(seed)
+        fake = FakeCache()
+        early, plain = LiveSnapshots(fake, cfg), LiveSnapshots(fake, cfg)
+        overlay = Overlay()
+        cache = Cache()
+        for kind, items in (("Node", [node(f"node-{n}", gpus=4) for n in range(4)]),
+                            ("Queue", [queue("default-queue"), queue("q-0"), queue("q-1")])):
+            for o in items:
+                cache.upsert(o)
+            for sub in fake.subs:
+                sub.listed(kind, items)
+        for _ in range(rng.randint(20, 80)):
+            obj = _make(rng, rng.choice(("Pod", "Pod", "Pod", "Pod", "PodGroup", "ReplicaSet", "Job")))
+            cache.upsert(obj)
+        for kind in ("Pod", "PodGroup", "ReplicaSet", "Job"):
+            for sub in fake.subs:
+                sub.listed(kind, list(cache.items.get(kind, {}).values()))
+        early.catch_up()
+        pods = list(cache.items.get("Pod", {}).values())
+        for p in rng.sample(pods, min(len(pods), rng.randint(0, 10))):  # the early cycle's binds
+            b = Bind(meta.store_key(p), f"node-{rng.randint(0, 3)}", "", "", (0,), None, 1000)
+            overlay.record(Decisions(), ApplyResult(bound=[b]), NOW - 5)
+            if rng.random() < 0.7:  # and the watch has shown some
+                seen = copy.deepcopy(p)
+                seen["spec"]["nodeName"] = b.node
+                cache.upsert(seen)
+                for sub in fake.subs:
+                    sub.event("Pod", False, seen)
+        for _ in range(rng.randint(0, 5)):  # other changes meanwhile
+            obj = _make(rng, rng.choice(("Pod", "Pod", "PodGroup", "ReplicaSet", "Job")))
+            cache.upsert(obj)
+            for sub in fake.subs:
+                sub.event(str(obj["kind"]), False, obj)
+        snaps = [live.snapshot(overlay, NOW) for live in (early, plain)]
+        assert _exact(snaps[0][0]) == _exact(snaps[1][0]), seed
+        assert [meta.object_key(pg) for pg in snaps[0][1]] == [meta.object_key(pg) for pg in snaps[1][1]], seed
+        binds = [[(b.pod, b.node, b.devices) for b in run_cycle(snap, cfg).binds] for snap, _ in snaps]
+        assert binds[0] == binds[1], seed

@@ -331,6 +331,7 @@ class Daemon:
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
         binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in stream.sent])
+        self._read_lists_while(stream.sent)
         applied = self.actuator.apply(binding, stream.sent)
         self.overlay.record(binding, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
         self.early_bound = [b.pod for b in applied.bound]
@@ -345,6 +346,18 @@ class Daemon:
                  len(applied.bound), len(decisions.pending), (t3 - started) * 1000, view.arrived, view.on_nodes,
                  view.pending)
         return decisions
+
+    def _read_lists_while(self, sent: list[tuple[Bind, Future[str | None]]]) -> None:
+        """While the early cycle's binds go out: once every list is in, the live model reads them, so that the first
+        full cycle's snapshot reads only what changed since (on bench_kube's backlog it read the 4,000 pods then,
+        0.5-0.7 s of CPU with no bind out; the early cycle's binds take 1-3 s)."""
+        if self.live is None:
+            return
+        futures = [f for _, f in sent]
+        while not self.stopping.is_set() and not all(f.done() for f in futures):
+            if self.cache.wait_synced(0.05):
+                self.live.catch_up()
+                return
 
     def cycle(self) -> Decisions:
         """One cycle on the whole cache: snapshot, decide (binds streamed as each job is placed), apply, then

@@ -164,7 +164,11 @@ class LiveSnapshots:
         if not self.cfg.createPodGroups:
             return []
         model.refresh()  # which pods are in which job
-        for key in [*model.implicit_jobs(), *self.made]:
+        # new ones in the order of their jobs' first pods, as the cold path makes them, not in the order the model
+        # read those pods in (a set's, which depends on how its reads fell: a catch_up reads part of them before)
+        implicit = sorted(model.implicit_jobs(),
+                          key=lambda job: min(model.pods[k].seq for k in model.job_pods[job] if k in model.pods))
+        for key in [*implicit, *self.made]:
             pg = model.podgroups.get(key)
             if pg is not None and pg is not self.made.get(key):
                 self.made.pop(key, None)  # the API server's own
