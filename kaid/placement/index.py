@@ -55,7 +55,13 @@ class Partial:
 
 
 class NodeIndex:
-    """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting."""
+    """The nodes of a cycle, bucketed by idle GPUs; the only code that changes a node's accounting.
+
+    ``buckets[k]`` lists the nodes with k idle GPUs (k >= 1) by index, whatever order they came in: equally scored
+    nodes are chosen lowest index first, so a choice reads only the nodes' state, never the history of how they got
+    there (a tentative placement rolled back, a victim scenario tried or skipped, leave the choices after it as they
+    were). Nodes without an idle GPU are in no bucket (``buckets[0]`` stays empty): no choice looks for them, and
+    most moves of a busy cluster go to or from there."""
 
     __slots__ = ("_domains", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch", "journal",
                  "max_gpus", "nodes", "partial", "shared")
@@ -64,7 +70,7 @@ class NodeIndex:
         self.nodes = nodes
         self.journal = journal  # where nodes shared with a live model are recorded before they change
         self.max_gpus = max((n.gpus for n in nodes), default=0)
-        self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_gpus + 1)]
+        self.buckets: list[list[int]] = [[] for _ in range(self.max_gpus + 1)]  # idle GPUs -> node indexes, sorted
         self.shared: dict[int, None] = {}  # nodes with a partly used device
         self._static: dict[str, bytearray] = {}
         self._static_failures: dict[str, dict[NodeFailure, tuple[int, int]]] = {}
@@ -74,7 +80,8 @@ class NodeIndex:
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
         for n in nodes:
-            self.buckets[max(0, n.idle)][n.index] = None
+            if n.idle > 0:
+                self.buckets[n.idle].append(n.index)  # nodes come by index: each bucket starts sorted
             if any(0 < u < 1000 for u in n.dev_used):
                 self.shared[n.index] = None
                 self.partial.update(n)
@@ -130,20 +137,30 @@ class NodeIndex:
         return rooms
 
     # ----------------------------------------------------------------------------- accounting
-    def _moved(self, node: Node, old_idle: int) -> None:
+    def _moved(self, node: Node, old_idle: int, devices: Devices) -> None:
+        """File the node again after the use of its ``devices`` changed (``assign``, ``release``; none for a pod
+        without GPUs, whatever devices it names)."""
         i = node.index
         self.changed.append(i)
         if old_idle != node.idle:
-            self.buckets[max(0, old_idle)].pop(i, None)
-            self.buckets[max(0, node.idle)][i] = None
-        for u in node.dev_used:
-            if 0 < u < 1000:
-                self.shared[i] = None
-                self.partial.update(node)
-                return
-        if i in self.shared:  # its last partly used device is full or idle now (``partial`` files the same nodes)
-            del self.shared[i]
-            self.partial.update(node)
+            if old_idle > 0:
+                was = self.buckets[old_idle]
+                at = bisect_left(was, i)
+                if at < len(was) and was[at] == i:
+                    del was[at]
+            if node.idle > 0:
+                insort(self.buckets[node.idle], i)
+        used = node.dev_used
+        if i in self.shared:
+            if not any(0 < u < 1000 for u in used):  # its last partly used device is full or idle now
+                del self.shared[i]
+            self.partial.update(node)  # ``partial`` files the same nodes, with their idle GPUs
+        else:  # only a device that changed can have become partly used
+            for d in devices:
+                if 0 < used[d] < 1000:
+                    self.shared[i] = None
+                    self.partial.update(node)
+                    return
 
     def assign(self, node: Node, pod: Pod, devices: Devices) -> None:
         """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
@@ -166,7 +183,7 @@ class NodeIndex:
                     if node.dev_group[d] is None:
                         node.dev_group[d] = new_gpu_group(node, pod, d, k)
                 node.dev_used[d] += share
-        self._moved(node, old)
+        self._moved(node, old, devices if pod.gpu_whole or pod.frac_devices else ())
 
     def release(self, node: Node, pod: Pod, devices: Devices, planning: bool = False) -> None:
         """Give back what ``assign`` took; ``planning`` undoes a tentative plan without expiring caches."""
@@ -191,7 +208,7 @@ class NodeIndex:
                     node.idle += 1
         if not planning:
             self.epoch += 1
-        self._moved(node, old)
+        self._moved(node, old, devices if pod.gpu_whole or pod.frac_devices else ())
 
     # ----------------------------------------------------------------------------- choosing
     def fits_exactly(self, node: Node, pod: Pod, devices: Devices) -> bool:
