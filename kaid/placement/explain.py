@@ -7,21 +7,17 @@ from collections import Counter
 from kaid.model.objects import Pod, Reason
 from kaid.model.vocabulary import NodeFailure, ReasonCode
 from kaid.placement.index import NodeIndex
-from kaid.placement.predicates import resource_failure
 
 
 def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
     """Why no node takes the pod, counted per first failure ("0/120 nodes can take ...: 80 insufficient GPU"): the
-    static failures as the index keeps them per pod signature, the resources checked on the other nodes only."""
+    static failures as the index keeps them per pod signature, the resources as it keeps them per pod shape
+    (``NodeIndex.misfits``: the nodes changed since the shape was last explained are read again, not every node)."""
     found = dict(index.static_failures(pod))  # first failure -> (first node index with it, nodes with it)
-    mask, nodes = index.static_mask(pod), index.nodes
-    i = mask.find(1)
-    while i != -1:
-        why = resource_failure(nodes[i], pod)
-        if why is not None:
-            first, count = found.get(why, (i, 0))
-            found[why] = (first, count + 1)
-        i = mask.find(1, i + 1)
+    misfits = index.misfits(pod)
+    for why, count in misfits.counts.items():
+        first, before = found.get(why) or (misfits.first(why), 0)
+        found[why] = (first, before + count)
     # in the order each failure first occurs over the nodes, as one pass over them would count them
     counts: Counter[NodeFailure] = Counter({why: found[why][1] for why in sorted(found, key=lambda w: found[w][0])})
     total = len(index.nodes)
@@ -54,18 +50,21 @@ def fragmentation(pods: list[Pod], index: NodeIndex) -> Reason | None:
         return None
     pod = max(pods, key=lambda p: p.gpu_whole)
     mask = index.static_mask(pod)
-    nodes = [n for n in index.nodes if mask[n.index]]
     if pod.gpu_whole:
         need = sum(p.gpu_whole for p in pods)
-        free = sum(max(0, n.idle) for n in nodes)
-        largest = max((n.idle for n in nodes), default=0)
+        free = largest = blocks = 0  # over the nodes the pods may go to: a node without an idle GPU adds nothing
+        for k in range(1, index.max_gpus + 1):
+            for i in index.buckets[k]:
+                if mask[i]:
+                    free += k
+                    blocks += k // pod.gpu_whole
+                    largest = k
         if free >= need and largest < pod.gpu_whole:
             return Reason(
                 ReasonCode.FRAGMENTATION, f"{free} GPUs are free in total on nodes this job may use, but no node has "
                 f"{pod.gpu_whole} free together (the largest free block is {largest}); consolidating "
                 "preemptible pods or waiting for running pods to finish would make room",
                 {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole})
-        blocks = sum(max(0, n.idle) // pod.gpu_whole for n in nodes)
         if free >= need and len(pods) > 1 and blocks < len(pods):
             return Reason(
                 ReasonCode.FRAGMENTATION, f"{free} GPUs are free in total but in blocks that fit only {blocks} of "
@@ -73,6 +72,7 @@ def fragmentation(pods: list[Pod], index: NodeIndex) -> Reason | None:
                 {"freeGPUs": free, "largestBlock": largest, "neededPerPod": pod.gpu_whole,
                  "podsThatFit": blocks})
     elif pod.frac_devices and pod.gpu_frac:
+        nodes = [n for n in index.nodes if mask[n.index]]
         free_milli = sum(1000 - u for n in nodes for u in n.dev_used)
         best = max((1000 - u for n in nodes for u in n.dev_used), default=0)
         if free_milli >= pod.gpu_frac and best < pod.gpu_frac:

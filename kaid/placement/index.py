@@ -11,7 +11,7 @@ from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
-from kaid.placement.rooms import Rooms
+from kaid.placement.rooms import Misfits, Rooms
 
 Devices = tuple[int, ...]
 
@@ -63,8 +63,8 @@ class NodeIndex:
     were). Nodes without an idle GPU are in no bucket (``buckets[0]`` stays empty): no choice looks for them, and
     most moves of a busy cluster go to or from there."""
 
-    __slots__ = ("_domains", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch", "journal",
-                 "max_gpus", "nodes", "partial", "shared")
+    __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch",
+                 "journal", "max_gpus", "nodes", "partial", "shared")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None) -> None:
         self.nodes = nodes
@@ -78,6 +78,7 @@ class NodeIndex:
         self.epoch = 0  # bumped whenever resources are released, so cached failures expire
         self.changed: list[int] = []  # the index of each node whose accounting changed, in order (``Rooms``)
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
+        self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
         for n in nodes:
             if n.idle > 0:
@@ -135,6 +136,17 @@ class NodeIndex:
         else:
             rooms.catch_up(self.nodes, self.changed)
         return rooms
+
+    def misfits(self, pod: Pod) -> Misfits:
+        """What each node the pod's signature may go to lacks now for a pod of ``pod``'s shape, shared GPUs included
+        (``Misfits``: why a pod that waits fits nowhere)."""
+        key = (pod.sig, pod.gpu_whole, pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices, pod.cpu, pod.mem)
+        misfits = self._misfits.get(key)
+        if misfits is None:
+            misfits = self._misfits[key] = Misfits(pod, self.nodes, self.static_mask(pod), len(self.changed))
+        else:
+            misfits.catch_up(self.nodes, self.changed)
+        return misfits
 
     # ----------------------------------------------------------------------------- accounting
     def _moved(self, node: Node, old_idle: int, devices: Devices) -> None:

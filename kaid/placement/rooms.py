@@ -1,11 +1,13 @@
-"""How many pods of one shape each node has room for now, kept up to date from the node index's log of changed
-nodes: a gang's bounds (does it fit at all, on how few nodes at best, in which topology domains) cost the nodes
-that changed since the shape was last asked about, not a pass over every node."""
+"""How many pods of one shape each node has room for now, and what each node lacks for one, kept up to date from the
+node index's log of changed nodes: a gang's bounds (does it fit at all, on how few nodes at best, in which topology
+domains) and the fit summary of a job that waits cost the nodes that changed since the shape was last asked about,
+not a pass over every node."""
 
 from __future__ import annotations
 
 from kaid.model.objects import Node, Pod
-from kaid.placement.predicates import room_for
+from kaid.model.vocabulary import NodeFailure
+from kaid.placement.predicates import resource_failure, room_for
 
 
 class Rooms:
@@ -67,6 +69,55 @@ class Rooms:
                     sums[value] = sums.get(value, 0) + r
             known = self._by_label[key] = (values, sums)
         return known[1]
+
+
+class Misfits:
+    """Per node the pod's signature may go to (``mask``), the first resource it lacks now for a pod of ``pod``'s shape
+    (``resource_failure``: shared GPUs included), None where the pod fits, and the count of nodes per failure."""
+
+    __slots__ = ("_seen", "counts", "mask", "pod", "why")
+
+    def __init__(self, pod: Pod, nodes: list[Node], mask: bytearray, seen: int) -> None:
+        self.pod = pod
+        self.mask = mask
+        self.why: list[NodeFailure | None] = [None] * len(nodes)
+        self.counts: dict[NodeFailure, int] = {}
+        why, counts = self.why, self.counts
+        i = mask.find(1)
+        while i != -1:
+            failure = resource_failure(nodes[i], pod)
+            if failure is not None:
+                why[i] = failure
+                counts[failure] = counts.get(failure, 0) + 1
+            i = mask.find(1, i + 1)
+        self._seen = seen  # the index's log of changed nodes is read from here on
+
+    def catch_up(self, nodes: list[Node], changed: list[int]) -> None:
+        """Read the nodes that changed since the last call (``changed``: the index's log)."""
+        if self._seen == len(changed):
+            return
+        fresh = set(changed[self._seen:])
+        self._seen = len(changed)
+        why, counts, mask, pod = self.why, self.counts, self.mask, self.pod
+        for i in fresh:
+            if not mask[i]:
+                continue
+            new, old = resource_failure(nodes[i], pod), why[i]
+            if new == old:
+                continue
+            why[i] = new
+            if old is not None:
+                left = counts[old] - 1
+                if left:
+                    counts[old] = left
+                else:
+                    del counts[old]
+            if new is not None:
+                counts[new] = counts.get(new, 0) + 1
+
+    def first(self, failure: NodeFailure) -> int:
+        """The lowest node index that lacks ``failure`` (one does: it is counted)."""
+        return self.why.index(failure)
 
 
 def fewest_nodes(nodes_by_room: dict[int, int], need: int) -> int | None:
