@@ -110,16 +110,22 @@ def _room(pod: Pod, index: NodeIndex, region: bytearray | None) -> tuple[dict[in
 
 
 def _domains(index: NodeIndex, key: str, allowed: bytearray | None) -> dict[str, bytearray]:
-    """The nodes of each domain of the label ``key`` that ``allowed`` lets in (domains left empty left out)."""
+    """The nodes of each domain of the label ``key`` that ``allowed`` lets in (domains left empty left out), in the
+    index's order of domains. Only the nodes ``allowed`` sets are read (a region is a few nodes), where each domain's
+    mask of every node was ANDed with it."""
     doms = index.domains(key)
     if allowed is None:
         return doms
-    out: dict[str, bytearray] = {}
-    for value, mask in doms.items():
-        both = bytearray(a & b for a, b in zip(mask, allowed, strict=True))
-        if any(both):
-            out[value] = both
-    return out
+    nodes, size = index.nodes, len(index.nodes)
+    inside: dict[str, bytearray] = {}
+    for i in _members(allowed):
+        value = nodes[i].labels.get(key)
+        if value is not None:
+            mask = inside.get(value)
+            if mask is None:
+                mask = inside[value] = bytearray(size)
+            mask[i] = 1
+    return {value: inside[value] for value in doms if value in inside}
 
 
 def _homogeneous(pods: list[Pod]) -> bool:
