@@ -143,6 +143,12 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
           time_limit: float, workers: int = 1, within: bytearray | None = None) -> GangPlan:
     """Find a placement for all of ``pods`` or report how far it got. ``within``: the nodes the job's
     required domain is already fixed to (its running pods are there)."""
+    if len(pods) == 1 and (topo is None or not (topo.required or topo.preferred)):
+        # one pod, no domain to choose: the greedy choice is the plan (no bound, no solver, nothing to improve)
+        choice = index.best_node(pods[0], spread, within)
+        if choice is None:
+            return GangPlan()
+        return GangPlan([(pods[0], choice[0], choice[1])], placed_max=1, greedy_nodes=1)
     pods = _order(pods)
     result = GangPlan()
     regions: list[bytearray | None] = [None]
