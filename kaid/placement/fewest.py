@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from kaid.model.objects import Node, Pod
 from kaid.placement.index import NodeIndex
-from kaid.placement.predicates import room_for
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,7 +32,7 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
     on the nodes used; None when they do not fit. Nodes without the label are one domain, as in the solver's
     model."""
     pod, need = pods[0], len(pods)
-    mask = index.static_mask(pod)
+    rooms = index.rooms(pod).room  # per node, its room for the shape where the pod's signature may go (else 0)
     # per domain, the nodes by (room, idle GPUs): nodes alike cost alike
     by_domain: dict[str | None, dict[tuple[int, int], list[Node]]] = defaultdict(lambda: defaultdict(list))
     least = pod.gpu_whole
@@ -44,10 +43,8 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
         candidates = index.nodes
     total = count = 0
     for n in candidates:
-        if not mask[n.index] or (region is not None and not region[n.index]):
-            continue
-        room = room_for(n, pod)
-        if room > 0:
+        room = rooms[n.index]
+        if room > 0 and (region is None or region[n.index]):
             room = min(room, need)
             by_domain[n.labels.get(preferred) if preferred else None][(room, n.idle)].append(n)
             total += room
