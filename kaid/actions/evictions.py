@@ -84,7 +84,7 @@ class Pool:
 
     def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
         self._catch_up(session)
-        units, young = self._units(session, job, action)
+        units, young = self.known_units(session, job, action)
         return list(units), young
 
     def key_of(self, session: Session, job: Job) -> JobKey:
@@ -117,7 +117,10 @@ class Pool:
             out[queue] = line
         return out
 
-    def _units(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+    def known_units(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+        """``units_of`` without bringing the pool up to date: for a job whose pods no operation touched since the
+        search began (a search evicts only the victims it handed out, and ``lines_of`` brought the pool up to date
+        as it began), without reading the search's own operations."""
         known = self.units.get(id(job))
         if known is None:
             q = session.snap.queues[job.queue]
@@ -352,7 +355,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
 
     def candidates(line: list[tuple[JobKey, Job]]) -> Iterator[tuple[JobKey, Job]]:
         return ((key, job) for key, job in line if job is not att.job and rules.candidate(session, att, job)
-                and pool.units_of(session, job, rules.action)[0])
+                and pool.known_units(session, job, rules.action)[0])
 
     lines = pool.lines_of(session, rules, att)
     order, handed = _victim_order(session, {q: candidates(line) for q, line in lines.items()})
@@ -363,8 +366,8 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         while (victim := order.pop()) is not None:
             handed(victim)
             units = per_job.get(victim.key)
-            if units is None:  # (its pods as the search found them: only victims handed out are evicted)
-                units = per_job[victim.key] = pool.units_of(session, victim, rules.action)[0]
+            if units is None:
+                units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action)[0])
             unit = units.pop(0)
             if units:
                 order.push(victim)  # before the unit is handed out (and perhaps evicted)
