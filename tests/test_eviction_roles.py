@@ -7,18 +7,38 @@ from __future__ import annotations
 
 from hypothesis import event, given
 
+from kaid.actions import gangs
 from kaid.actions.evictions import Roles
 from kaid.actions.session import Session
+from kaid.api.config import SchedulerConfig
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Job, Reason
+from kaid.model.vocabulary import PodStatus, ReasonCode
+from kaid.placement.index import NodeIndex
 from tests.equivalence import assert_same_decisions
-from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
+from tests.objects import node, pod, podgroup, queue
+from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
 
 kept = Roles.of
 
 
 def afresh(session: Session) -> Roles:
-    """The plain reading: every job and its pods read again as each action starts."""
-    session.roles = None
-    return kept(session)
+    """The plain reading: every job and its pods read again as each action starts, job by job."""
+    queues = session.snap.queues
+
+    def known(job: Job) -> bool:
+        q = queues.get(job.queue)
+        return q is not None and not q.errors and not q.children
+
+    jobs = session.snap.jobs.values()
+    roles = Roles(len(session.ops), [j for j in jobs if known(j) and not j.errors and gangs.gang_possible(j) and
+                                     (session.focus is None or j.key == session.focus)],
+                  [j for j in jobs if j.preemptible and not j.errors and known(j)])
+    roles.pending = {id(j): any(p.status == PodStatus.PENDING for p in j.pods) for j in roles.waiters}
+    roles.running = {id(j): any(p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing for p in j.pods)
+                     for j in roles.victims}
+    session.roles = roles
+    return roles
 
 
 @SETTINGS
@@ -36,3 +56,21 @@ def test_roles_decide_as_every_job_read_again(case: Case) -> None:
     assert_same_decisions(lambda: decisions_over(case, 4), [(Roles, "of", staticmethod(counted))],
                           [(Roles, "of", staticmethod(afresh))])
     event(f"actions that read jobs moved by an earlier one: {'some' if moved[0] else 'none'}")
+
+
+def test_roles_leave_out_jobs_with_errors_and_pods_on_their_way_out() -> None:
+    """A job whose only running pod is being deleted is no one's victim; a job with errors neither waits nor is a
+    victim; the first reading says what the plain one does."""
+    objs = [node("n0", gpus=4), queue("a"), podgroup("gone", "a", 1, priority_class="train"),
+            pod("gone-0", gpus=1, group="gone", node_name="n0"), podgroup("bad", "a", 1, priority_class="train"),
+            pod("bad-0", gpus=1, group="bad", node_name="n0"), pod("bad-1", gpus=1, group="bad"),
+            podgroup("ok", "a", 1, priority_class="train"), pod("ok-0", gpus=1, group="ok", node_name="n0"),
+            pod("ok-1", gpus=1, group="ok")]
+    objs[3]["metadata"]["deletionTimestamp"] = "2025-12-31T23:59:30Z"
+    cfg = SchedulerConfig()
+    snap = build_snapshot(objs, cfg, NOW)
+    snap.jobs["default/bad"].errors.append(Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "broken"))
+    first = Roles.of(Session(snap, NodeIndex(snap.nodes), cfg))
+    plain = afresh(Session(snap, NodeIndex(snap.nodes), cfg))
+    assert [j.key for j in first.waiting()] == [j.key for j in plain.waiting()] == ["default/ok"]
+    assert [j.key for j in first.pool()] == [j.key for j in plain.pool()] == ["default/ok"]
