@@ -270,7 +270,9 @@ class Roles:
                     pending.add(id(job))
                 elif p.status in LIVE and not p.releasing:
                     running.add(id(job))
-        known: dict[str, bool] = {}  # queue -> a known leaf queue without errors (``_known_queue``)
+        # queue -> a known leaf queue without errors (a job in a queue the snapshot does not have, or an invalid one,
+        # neither waits nor is anyone's victim: kai cannot tell its queue's share)
+        known: dict[str, bool] = {}
         queues = session.snap.queues
         focus = session.focus
         roles = session.roles = Roles(len(session.ops), [], [])
@@ -428,13 +430,6 @@ def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None
     search.budgets = []
     add_budgets(search, session.snap.budgets)
     rules.limit(session, att, search)
-
-
-def _known_queue(session: Session, job: Job) -> bool:
-    """A job in a queue the snapshot does not have (or an invalid one) is no one's victim: kai cannot tell its
-    queue's share."""
-    q = session.snap.queues.get(job.queue)
-    return q is not None and not q.errors and not q.children
 
 
 def _useful(session: Session, att: Attempt) -> Callable[[Unit], bool]:
