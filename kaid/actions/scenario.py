@@ -102,13 +102,13 @@ def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
                 session.evict(p, att.action, att.job.key, message)
 
 
-def simulate(session: Session, att: Attempt, units: list[Unit], region: bytearray | None) -> Outcome | None:
-    """Evict ``units`` and place the jobs involved with the pending job's and the victims' pods on ``region`` only
-    (None: anywhere); on success its operations stay in the session (from ``Outcome.start``), else it is rolled
+def simulate(session: Session, att: Attempt, units: list[Unit], feasible: bytearray | None) -> Outcome | None:
+    """Evict ``units`` and place the jobs involved, the pods that use no GPU on the ``feasible`` nodes only (None:
+    anywhere; ``_place``); on success its operations stay in the session (from ``Outcome.start``), else it is rolled
     back. The action's rules are the caller's to check."""
     cp = session.checkpoint()
     evict(session, att, units)
-    outcome = _replace(session, att, units, region)
+    outcome = _replace(session, att, units, feasible)
     if outcome is None:
         session.rollback(cp)
         return None
@@ -126,9 +126,9 @@ def settle(session: Session, att: Attempt, units: list[Unit], valid: Callable[[O
     return None
 
 
-def _replace(session: Session, att: Attempt, units: list[Unit], region: bytearray | None = None) -> Outcome | None:
-    """Place the victims' jobs and the pending job in the order allocate serves them (within ``region``, if
-    given)."""
+def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytearray | None = None) -> Outcome | None:
+    """Place the victims' jobs and the pending job in the order allocate serves them (on the ``feasible`` nodes, if
+    given: ``_place``)."""
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
     # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
@@ -147,21 +147,19 @@ def _replace(session: Session, att: Attempt, units: list[Unit], region: bytearra
     try:
         for job in turns(order, [*victims.values(), att.job]):
             if job is att.job:
-                placed = _place(session, att, job, att.batch, region)
+                placed = _place(session, att, job, att.batch, None, feasible)
                 if placed is None:
                     return None
                 away = _away_from_rest(session, att)
-                if region is not None:
-                    away = region if away is None else bytearray(a & b for a, b in zip(away, region, strict=True))
                 if att.action == Action.CONSOLIDATE:
                     to_place = _stay(session, att, [u for u in units if u.job.key not in served])
             else:
                 served.add(job.key)
                 if job.key in to_place:
-                    moved += _take_back(session, att, job, [], None, to_place[job.key])
+                    moved += _take_back(session, att, job, [], None, feasible, to_place[job.key])
                 else:
                     after = placed is not None
-                    moved += _take_back(session, att, job, units if after else [], away if after else region)
+                    moved += _take_back(session, att, job, units if after else [], away if after else None, feasible)
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -271,7 +269,7 @@ def _restore(session: Session, moved: list[Pod]) -> list[Pod]:
 
 
 def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], region: bytearray | None,
-               turn: int | None = None) -> list[Pod]:
+               feasible: bytearray | None = None, turn: int | None = None) -> list[Pod]:
     """A victim job's turn: its evicted pods go back where they were if that is still free (they were never
     victims), the next ones it needs wherever they fit (moved) within ``region`` (None: anywhere), at most
     ``turn`` of them (None: as many as ``gangs.tasks_to_allocate`` gives); returns the moved pods. Its pods among
@@ -287,7 +285,7 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
         batch = batch[:turn]
     if not batch:
         return []
-    back = _place(session, att, job, batch, region)
+    back = _place(session, att, job, batch, region, feasible)
     if back is None:
         session.rollback(cp)
     return [p for p, _, _ in back or []]
@@ -338,12 +336,18 @@ def _away_from_rest(session: Session, att: Attempt) -> bytearray | None:
     return bytearray(0 if any(m[i] for m in masks) else 1 for i in range(len(index.nodes)))
 
 
-def _place(session: Session, att: Attempt, job: Job, batch: list[Pod],
-           region: bytearray | None = None) -> Placements | None:
+def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: bytearray | None = None,
+           feasible: bytearray | None = None) -> Placements | None:
     """Pipeline ``batch`` of ``job`` where it fits now (victims gone, releasing pods lent), or None; ``region``:
-    only on those nodes."""
+    only on those nodes; ``feasible``: KAI's feasible nodes of the scenario (``by_node``), which bind only pods that
+    use no GPU: a pod that uses one fits only where a device is (partly) free, and during a scenario a device is
+    freed only by its victims, whose nodes are feasible, as are the nodes with a device free or releasing when the
+    attempt began (the placement reads no mask it need not: ``gang.place`` intersects it with every topology
+    domain)."""
     if not batch:
         return None
+    if feasible is not None and not all(p.gpu_whole or p.frac_devices for p in batch):
+        region = feasible if region is None else bytearray(a & b for a, b in zip(region, feasible, strict=True))
     queue = session.snap.queues[job.queue]
     if limit_violation(queue, job_request(batch, session.ref), job) is not None:
         return None
