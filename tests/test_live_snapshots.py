@@ -273,7 +273,7 @@ def test_the_status_writer_lets_go_of_the_snapshot_before_it_waits_and_writes() 
     made: Future[list[Obj]] = Future()
     daemon = SimpleNamespace(status=writer)
     job = threading.Thread(target=Daemon._write_status,
-                           args=(daemon, snap, decisions, ApplyResult(), [], released.set, [made]))
+                           args=(daemon, snap, decisions, ApplyResult(), [], [], released.set, [made]))
     job.start()
     assert released.wait(10)
     job.join(0.3)
@@ -289,7 +289,7 @@ def test_the_status_writer_lets_go_of_the_snapshot_even_when_reading_it_fails() 
     writer = StatusWriter(None, "kai-scheduler")  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
         Daemon._write_status(SimpleNamespace(status=writer), None, Decisions(), ApplyResult(),  # type: ignore[arg-type]
-                             [], lambda: released.append(True), [])
+                             [], [], lambda: released.append(True), [])
     writer.close()
     assert released == [True]
 

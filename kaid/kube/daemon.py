@@ -46,7 +46,7 @@ from kaid.kube.startup import (
     wait_for_early_view,
     warm_up_solver,
 )
-from kaid.kube.status import StatusWriter
+from kaid.kube.status import OutcomeEvent, StatusWriter, outcome_events
 from kaid.model.build import build_snapshot
 from kaid.model.journal import job_errors
 from kaid.model.objects import Reason, Snapshot
@@ -57,6 +57,7 @@ from kaid.sharing.handoff import not_set_up
 log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
+UNWRITTEN_KEPT = 10_000  # binds, and outcome events, of cycles that found the status writer busy
 
 
 @dataclass
@@ -160,6 +161,9 @@ class Daemon:
         # waits for that), not behind the PodGroups being created on ``background``
         self.status_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="status-writer")
         self.status_busy: Future[None] | None = None
+        # what cycles that found the writer busy leave to the next write (``_leave_unwritten``)
+        self.unwritten_binds: list[Bind] = []
+        self.unwritten_events: list[OutcomeEvent] = []
         self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
         self.metrics: Metrics | None = None  # made by _metrics() once the first binds are out
         self.overlay = Overlay()
@@ -414,19 +418,24 @@ class Daemon:
         self.overlay.record(decisions, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
         t3 = time.monotonic()
         self._mark_stale(snap, decisions)
+        # binds this cycle's own do not count but its status tells: the early cycle's, shared-GPU binds done since
+        earlier = [*(self.early_observed[2].bound if self.early_observed is not None else ()), *applied.shared_bound]
         if self.status_busy is None or self.status_busy.done():
-            # written while the next cycle runs; a cycle that finds it still busy skips (the next writes anew)
-            earlier = self.early_observed[2].bound if self.early_observed is not None else []
-            earlier = [*earlier, *applied.shared_bound]
+            # written while the next cycle runs; a cycle that finds it still busy leaves its status to the next, but
+            # hands on what only it can tell: its binds (Scheduled) and its outcome events (Evicted, BindingError)
+            earlier = [*self.unwritten_binds, *earlier]
+            carried, self.unwritten_binds, self.unwritten_events = self.unwritten_events, [], []
             # a live snapshot is the model's own objects: the next snapshot waits until the writer has read it
             done_reading = self.live.hold() if self.live is not None else None
             try:
                 self.status_busy = self.status_thread.submit(self._write_status, snap, decisions, applied, earlier,
-                                                             done_reading, creating)
+                                                             carried, done_reading, creating)
             except BaseException:
                 if done_reading is not None:
                     done_reading()
                 raise
+        else:
+            self._leave_unwritten(snap, applied, earlier)
         t4 = time.monotonic()
         if self.early_observed is not None:
             self._observe(*self.early_observed, queues=False)
@@ -442,12 +451,24 @@ class Daemon:
             log.warning("cycle %d: %s", self.cycles, applied.failures())
         return decisions
 
+    def _leave_unwritten(self, snap: Snapshot, applied: ApplyResult, earlier: list[Bind]) -> None:
+        """A cycle that found the status writer busy: its binds and outcome events wait for the next write (at most
+        ``UNWRITTEN_KEPT`` of each: a writer stuck that long has lost its API server, and the oldest go first)."""
+        self.unwritten_binds.extend([*earlier, *applied.bound])
+        self.unwritten_events.extend(outcome_events(snap, applied))
+        for kept in (self.unwritten_binds, self.unwritten_events):
+            if len(kept) > UNWRITTEN_KEPT:
+                log.warning("status writer busy for many cycles: %d events of earlier cycles dropped",
+                            len(kept) - UNWRITTEN_KEPT)
+                del kept[:len(kept) - UNWRITTEN_KEPT]
+
     def _write_status(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: list[Bind],
-                      done_reading: Callable[[], None] | None, creating: list[Future[list[Obj]]]) -> None:
+                      carried: list[OutcomeEvent], done_reading: Callable[[], None] | None,
+                      creating: list[Future[list[Obj]]]) -> None:
         """On the status writer's thread: read what to write from the cycle's snapshot, let go of the snapshot
         (``done_reading``, whatever happens), then write, once the PodGroups the cycle creates are made."""
         try:
-            self.status.read(snap, d, applied, earlier)
+            self.status.read(snap, d, applied, earlier, carried)
         finally:
             if done_reading is not None:
                 done_reading()

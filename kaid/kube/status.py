@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -40,6 +41,42 @@ def _digest(value: Any) -> str:
 
 def _reasons(rs: list[Reason]) -> list[Obj]:
     return [r.to_dict() for r in rs]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeEvent:
+    """An event that tells one of a cycle's outcomes (a pod evicted, a bind refused), on the object it concerns
+    (its identity only: the pod may be gone by the time the event is written)."""
+
+    involved: Obj
+    reason: EventReason
+    message: str
+    kind: str
+
+
+def outcome_events(snap: Snapshot, applied: ApplyResult) -> list[OutcomeEvent]:
+    """The ``Evicted`` and ``BindingError`` events of a cycle: they come from its outcome alone, so a cycle whose status
+    is written later (the writer was busy) hands them on (``StatusWriter.read``'s ``carried``)."""
+    pods = {p.key: p for p in snap.pods}
+    out: list[OutcomeEvent] = []
+    for e in applied.evicted:
+        pod = pods.get(e.pod)
+        if pod is not None and pod.raw is not None:
+            out.append(OutcomeEvent(_identity(pod.raw), EventReason.EVICTED, f"{e.action} for {e.by}: {e.message}",
+                                    "Warning"))
+    for b, error in applied.failed:
+        pod = pods.get(b.pod)
+        if pod is not None and pod.raw is not None:
+            out.append(OutcomeEvent(_identity(pod.raw), EventReason.BINDING_ERROR,
+                                    f"could not bind to node {b.node}: {error}", "Warning"))
+    return out
+
+
+def _identity(obj: Obj) -> Obj:
+    """What an event says of the object it is about (``StatusWriter._send_event``)."""
+    m = meta.meta(obj)
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {"name": m.get("name"), "namespace": m.get("namespace"), "uid": m.get("uid")}}
 
 
 class StatusWriter:
@@ -102,25 +139,29 @@ class StatusWriter:
         except ApiError as err:
             log.debug("event not written: %s", err.message)
 
-    def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
+    def write(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = (),
+              carried: Sequence[OutcomeEvent] = ()) -> None:
         """Work out every change (``read``), then send them (``send``)."""
-        self.read(snap, d, applied, earlier)
+        self.read(snap, d, applied, earlier, carried)
         self.send()
 
-    def read(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
+    def read(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = (),
+             carried: Sequence[OutcomeEvent] = ()) -> None:
         """Work out every change from a cycle's snapshot and decisions; the snapshot is not looked at again (the
         daemon's next snapshot may change its objects). ``earlier``: binds of an earlier cycle that wrote nothing
         (the daemon's early cycle): their ``Scheduled`` events are written here, on this cycle's PodGroups (the
-        snapshot counts those pods as placed already)."""
+        snapshot counts those pods as placed already) and of cycles that found the writer busy; ``carried``: those
+        cycles' ``outcome_events``."""
         self.tasks = []
-        self._collect(snap, d, applied, earlier)
+        self._collect(snap, d, applied, earlier, carried)
 
     def send(self) -> None:
         """Send what ``read`` worked out, concurrently (the writes are independent)."""
         tasks, self.tasks = self.tasks, []
         list(self.pool.map(lambda task: task() if self.may_act() else None, tasks))
 
-    def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind] = ()) -> None:
+    def _collect(self, snap: Snapshot, d: Decisions, applied: ApplyResult, earlier: Sequence[Bind],
+                 carried: Sequence[OutcomeEvent]) -> None:
         bound_jobs: dict[str, int] = {}
         bound_gpu: dict[str, int] = {}
         bound_nodes: dict[str, set[str]] = {}
@@ -142,21 +183,14 @@ class StatusWriter:
         for b in earlier:
             bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
             bound_nodes.setdefault(b.job, set()).add(b.node)
-        pods = {p.key: p for p in snap.pods}
         for job_key, count in bound_jobs.items():  # one Scheduled event per pod group, not per pod
             group = snap.jobs.get(job_key)
             if group is not None and group.raw is not None and group.explicit:
                 nodes = sorted(bound_nodes[job_key])
                 self.event(group.raw, EventReason.SCHEDULED, f"bound {count} pods to {len(nodes)} nodes: "
                            f"{', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
-        for e in applied.evicted:
-            pod = pods.get(e.pod)
-            if pod is not None and pod.raw is not None:
-                self.event(pod.raw, EventReason.EVICTED, f"{e.action} for {e.by}: {e.message}", "Warning")
-        for b, error in applied.failed:
-            pod = pods.get(b.pod)
-            if pod is not None and pod.raw is not None:
-                self.event(pod.raw, EventReason.BINDING_ERROR, f"could not bind to node {b.node}: {error}", "Warning")
+        for e in [*carried, *outcome_events(snap, applied)]:
+            self.event(e.involved, e.reason, e.message, e.kind)
         self._problems(d)
         self.write_queues(d, snap)
 

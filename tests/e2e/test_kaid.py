@@ -976,3 +976,72 @@ def test_pytorchjob_example_is_one_gang() -> None:
     assert len(job.pods) == total
     assert job.queue == queue_name
     assert not job.errors, job.errors
+
+
+def test_a_cycle_that_finds_the_status_writer_busy_hands_its_events_to_the_next_write(
+    control_plane: ControlPlane, kai: KaiInstall, namespace: str, make_pool: Any, make_queues: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cycle leaves its status to the next while the status writer is still busy, but what only it can tell goes
+    on to the next write: the Evicted events of the pods it preempted (gone by then) and the Scheduled event of the
+    pods it bound. The daemon runs in this process (a thread) so that its status writer can be held; its pods list
+    covers this test's namespace only."""
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=8)
+    (q,) = make_queues(queue(f"busy-{_suffix()}", 8))
+    scheduler = f"kai-busy-{_suffix()}"
+    cfg = SchedulerConfig.model_validate({
+        **yaml.safe_load(yaml.safe_load((MANIFESTS / "config.yaml").read_text())["data"]["config.yaml"]),
+        "schedulerName": scheduler, "metricsPort": 0, "leaderElection": {"enabled": False}})
+    client = KubeClient.from_config(str(kai.kubeconfig))
+    resources = tuple(ApiResource("Pod", f"/api/v1/namespaces/{namespace}/pods") if r.kind == "Pod" else r
+                      for r in API_RESOURCES)
+    daemon = Daemon(cfg, client, "busy", WatchCache(client, resources))
+    holding, held, release = threading.Event(), threading.Event(), threading.Event()
+    send = daemon.status.send
+
+    def held_send() -> None:  # (after the writer read the snapshot: the next snapshot does not wait for it)
+        if holding.is_set():
+            held.set()
+            release.wait(60)
+        send()
+
+    monkeypatch.setattr(daemon.status, "send", held_send)
+
+    def ours(p: Obj) -> Obj:
+        p["spec"]["schedulerName"] = scheduler
+        return p
+
+    thresholds = gc.get_threshold()
+    runner = threading.Thread(target=daemon.run, name="kaid-busy", daemon=True)
+    runner.start()
+    try:
+        for i in range(8):
+            _create(cp, namespace, ours(pod(f"low-{i}", pool, q, 1, priority_class="train")))
+        _wait_bound(cp, namespace, 8)
+        holding.set()
+        wait_for(held.is_set, 30, "a status write to be held")
+        _create(cp, namespace, ours(pod("high", pool, q, 4, priority_class="build")))
+        wait_for(lambda: bound([p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "high"]), 40,
+                 "the high-priority pod to be bound")
+        gone = {f"low-{i}" for i in range(8)} - {p["metadata"]["name"] for p in pods_of(cp, namespace)}
+        assert len(gone) == 4, gone
+        assert not events(cp, namespace, "Evicted"), "the status writer was held: no cycle wrote since"
+        release.set()
+
+        def evicted_events() -> set[str] | None:
+            names = {e["involvedObject"]["name"] for e in events(cp, namespace, "Evicted")
+                     if e["source"].get("component") == scheduler}
+            return names if names == gone else None
+
+        wait_for(evicted_events, 30, f"Evicted events for {sorted(gone)}")
+        wait_for(lambda: [e for e in events(cp, namespace, "Scheduled") if e["involvedObject"]["name"] == "pg-pod-high"
+                          and e["source"].get("component") == scheduler], 30, "the Scheduled event of pg-pod-high")
+    finally:
+        release.set()
+        daemon.stopping.set()
+        daemon.cache.changed.set()
+        runner.join(30)
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    assert not runner.is_alive()
