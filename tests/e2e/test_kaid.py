@@ -17,6 +17,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -685,23 +687,13 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
         catch_up()
 
     monkeypatch.setattr(daemon.live, "catch_up", seen_catch_up)
-    thresholds = gc.get_threshold()
-    runner = threading.Thread(target=daemon.run, name="kaid-early", daemon=True)
-    runner.start()
-    try:
+    with _in_process(daemon, "kaid-early"):
         wait_for(lambda: daemon.cycles >= 2, 60, "an early cycle and a full one")
         assert cache.held.is_set(), "the pod list was held"
         # 2 * clientBurst pending pods, the first by name; the hog's node had room for 2 of them
         assert sorted(daemon.early_bound) == [f"{namespace}/p{i:02}" for i in range(4)]
         got = _wait_bound(cp, namespace, 11)  # the hog and 10 of the 12: 2 + 8 GPUs were free
         _wait_cycles_of(daemon, 2)
-    finally:
-        daemon.stopping.set()
-        daemon.cache.changed.set()
-        runner.join(30)
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-    assert not runner.is_alive()
     pods = pods_of(cp, namespace)
     assert len(bound(pods)) == 11 and len(got) == 11
     gpus: dict[str, int] = {}
@@ -723,6 +715,24 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     assert creations and creations[0]["sent"] > 4, creations  # the first full cycle's, after the early 4
     assert all(c["sent"] == c["answered"] for c in creations), \
         f"PodGroups created before the cycle's binds were answered: {creations}"
+
+
+@contextmanager
+def _in_process(daemon: Daemon, name: str) -> Iterator[None]:
+    """``daemon`` runs on a thread of this process; on the way out it is stopped and the garbage collector is set back
+    as it was (``kaid run`` freezes the heap and sets its own thresholds)."""
+    thresholds = gc.get_threshold()
+    runner = threading.Thread(target=daemon.run, name=name, daemon=True)
+    runner.start()
+    try:
+        yield
+    finally:
+        daemon.stopping.set()
+        daemon.cache.changed.set()
+        runner.join(30)
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    assert not runner.is_alive()
 
 
 def _wait_cycles_of(daemon: Daemon, n: int, timeout: float = 30.0) -> None:
@@ -1012,36 +1022,29 @@ def test_a_cycle_that_finds_the_status_writer_busy_hands_its_events_to_the_next_
         p["spec"]["schedulerName"] = scheduler
         return p
 
-    thresholds = gc.get_threshold()
-    runner = threading.Thread(target=daemon.run, name="kaid-busy", daemon=True)
-    runner.start()
-    try:
-        for i in range(8):
-            _create(cp, namespace, ours(pod(f"low-{i}", pool, q, 1, priority_class="train")))
-        _wait_bound(cp, namespace, 8)
-        holding.set()
-        wait_for(held.is_set, 30, "a status write to be held")
-        _create(cp, namespace, ours(pod("high", pool, q, 4, priority_class="build")))
-        wait_for(lambda: bound([p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "high"]), 40,
-                 "the high-priority pod to be bound")
-        gone = {f"low-{i}" for i in range(8)} - {p["metadata"]["name"] for p in pods_of(cp, namespace)}
-        assert len(gone) == 4, gone
-        assert not events(cp, namespace, "Evicted"), "the status writer was held: no cycle wrote since"
-        release.set()
+    with _in_process(daemon, "kaid-busy"):
+        try:
+            for i in range(8):
+                _create(cp, namespace, ours(pod(f"low-{i}", pool, q, 1, priority_class="train")))
+            _wait_bound(cp, namespace, 8)
+            holding.set()
+            wait_for(held.is_set, 30, "a status write to be held")
+            _create(cp, namespace, ours(pod("high", pool, q, 4, priority_class="build")))
+            wait_for(lambda: bound([p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "high"]), 40,
+                     "the high-priority pod to be bound")
+            gone = {f"low-{i}" for i in range(8)} - {p["metadata"]["name"] for p in pods_of(cp, namespace)}
+            assert len(gone) == 4, gone
+            assert not events(cp, namespace, "Evicted"), "the status writer was held: no cycle wrote since"
+            release.set()
 
-        def evicted_events() -> set[str] | None:
-            names = {e["involvedObject"]["name"] for e in events(cp, namespace, "Evicted")
-                     if e["source"].get("component") == scheduler}
-            return names if names == gone else None
+            def evicted_events() -> set[str] | None:
+                names = {e["involvedObject"]["name"] for e in events(cp, namespace, "Evicted")
+                         if e["source"].get("component") == scheduler}
+                return names if names == gone else None
 
-        wait_for(evicted_events, 30, f"Evicted events for {sorted(gone)}")
-        wait_for(lambda: [e for e in events(cp, namespace, "Scheduled") if e["involvedObject"]["name"] == "pg-pod-high"
-                          and e["source"].get("component") == scheduler], 30, "the Scheduled event of pg-pod-high")
-    finally:
-        release.set()
-        daemon.stopping.set()
-        daemon.cache.changed.set()
-        runner.join(30)
-        gc.unfreeze()
-        gc.set_threshold(*thresholds)
-    assert not runner.is_alive()
+            wait_for(evicted_events, 30, f"Evicted events for {sorted(gone)}")
+            wait_for(lambda: [e for e in events(cp, namespace, "Scheduled")
+                              if e["involvedObject"]["name"] == "pg-pod-high"
+                              and e["source"].get("component") == scheduler], 30, "the Scheduled event of pg-pod-high")
+        finally:
+            release.set()  # (a held write would keep the daemon from stopping)
