@@ -84,9 +84,15 @@ def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: 
 
 def run(session: Session, att: Attempt, units: list[Unit], valid: Callable[[Outcome], bool]) -> Outcome | None:
     """Try the scenario; on success its operations stay in the session, else it is rolled back."""
+    return _tried(session, att, units, lambda: settle(session, att, units, valid))
+
+
+def _tried(session: Session, att: Attempt, units: list[Unit], place: Callable[[], Outcome | None]) -> Outcome | None:
+    """Evict ``units``, then ``place``; its outcome starts where the evictions began (``Outcome.start``), and nothing
+    of it stays in the session when it places nothing."""
     cp = session.checkpoint()
     evict(session, att, units)
-    outcome = settle(session, att, units, valid)
+    outcome = place()
     if outcome is None:
         session.rollback(cp)
         return None
@@ -106,14 +112,7 @@ def simulate(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     """Evict ``units`` and place the jobs involved, the pods that use no GPU on the ``feasible`` nodes only (None:
     anywhere; ``_place``); on success its operations stay in the session (from ``Outcome.start``), else it is rolled
     back. The action's rules are the caller's to check."""
-    cp = session.checkpoint()
-    evict(session, att, units)
-    outcome = _replace(session, att, units, feasible)
-    if outcome is None:
-        session.rollback(cp)
-        return None
-    outcome.start = cp
-    return outcome
+    return _tried(session, att, units, lambda: _replace(session, att, units, feasible))
 
 
 def settle(session: Session, att: Attempt, units: list[Unit], valid: Callable[[Outcome], bool]) -> Outcome | None:
