@@ -4,6 +4,8 @@ their way out are gone is pipelined onto what they hold (docs/architecture.md, "
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from kaid.actions import gangs
 from kaid.actions.limits import charged_violation, limit_violation
 from kaid.actions.order import ByQueue
@@ -40,7 +42,8 @@ def allocate(session: Session) -> None:
         if not placed and not full_checked and session.focus is None and _no_gpu_left(session):
             full_checked = True  # once: a job that could still fit keeps the order going to the end
             rest = order.remaining()
-            if all(_cannot_fit(session.index, nexts.batch(j)) for j in rest):
+            sliver = _sliver(session.index)
+            if all(_cannot_fit(sliver, nexts.batch(j)) for j in rest):
                 # nothing is placed any more, so nothing changes: each job fails as it would in its turn
                 order.clear()
                 for j in rest:
@@ -56,10 +59,14 @@ def _no_gpu_left(session: Session) -> bool:
     return not any(index.buckets[k] for k in range(1, index.max_gpus + 1)) and not session.releasing()
 
 
-def _cannot_fit(index: NodeIndex, batch: list[Pod]) -> bool:
+def _sliver(index: NodeIndex) -> int:
+    """The most any partly used device has free (milli-GPU)."""
+    return max((1000 - u for u, by_idle in index.partial.levels.items() if any(by_idle.values())), default=0)
+
+
+def _cannot_fit(sliver: int, batch: list[Pod]) -> bool:
     """With no idle GPU left: some pod of the batch needs whole GPUs, or a fraction larger than the most any partly
-    used device has free (a gpu-memory share or a pod without GPUs might still fit: not this)."""
-    sliver = max((1000 - u for u, by_idle in index.partial.levels.items() if any(by_idle.values())), default=0)
+    used device has free (``sliver``; a gpu-memory share or a pod without GPUs might still fit: not this)."""
     return bool(batch) and any(p.gpu_whole or (p.frac_devices and p.gpu_frac and p.gpu_frac > sliver) for p in batch)
 
 
@@ -93,9 +100,12 @@ class NextBatches:
         self._requests.pop(id(job), None)
 
 
+_STATUS = attrgetter("status")
+
+
 def _waiting(session: Session, job: Job) -> bool:
     q = session.snap.queues.get(job.queue)
-    if q is None or q.children or q.errors or job.errors or not any(p.status == PodStatus.PENDING for p in job.pods):
+    if q is None or q.children or q.errors or job.errors or PodStatus.PENDING not in map(_STATUS, job.pods):
         return False
     if not gangs.gang_possible(job):
         active = sum(1 for p in job.pods if gangs.is_active(p))
@@ -118,18 +128,17 @@ def _serve(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     return _place(session, job, batch, failed)
 
 
-def _shape_key(p: Pod, n: int) -> tuple[object, ...]:
-    return (p.sig, p.gpu_whole, p.gpu_frac, p.gpu_mem_mib, p.frac_devices, p.cpu, p.mem, n)
+_SHAPE = attrgetter("sig", "gpu_whole", "gpu_frac", "gpu_mem_mib", "frac_devices", "cpu", "mem")  # a pod's shape
 
 
 def _failure_key(job: Job, batch: list[Pod]) -> tuple[object, ...] | None:
     """What a failed placement is remembered by within the cycle: the pods' one shape, their count and the job's
     topology constraint (a job whose required domain is fixed by its running pods is not remembered). None when the
     pods differ in shape."""
-    first = _shape_key(batch[0], 0)
-    if any(_shape_key(p, 0) != first for p in batch):
+    first = _SHAPE(batch[0])
+    if len(batch) > 1 and not all(map(first.__eq__, map(_SHAPE, batch))):
         return None
-    return (*first[:-1], len(batch), job.topology, job.required_level, job.preferred_level)
+    return (*first, len(batch), job.topology, job.required_level, job.preferred_level)
 
 
 def _spread(session: Session, batch: list[Pod]) -> bool:
