@@ -1,0 +1,162 @@
+"""kaid's client speaks HTTP/1.1 itself for requests (``kaid.kube.client._Connection``): against a server on
+loopback that answers each way HTTP allows (a Content-Length, chunks with extensions and trailers, up to the end of
+the connection, no body), closes connections when it likes, and counts the connections it was sent requests on."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from kaid.kube.client import ApiError, KubeClient
+
+
+class Server:
+    """One answer per request, as ``answers[path]`` says: (style, status, body). Styles: ``length``, ``chunked``,
+    ``http10`` (no length, the connection closed after), ``close`` (a length, then the connection closed),
+    ``empty`` (204)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.answers: dict[str, tuple[str, int, bytes]] = {}
+        self.requests: list[tuple[str, str, bytes, dict[str, str]]] = []
+        self.connections = 0
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.open.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                lines = head.decode().split("\r\n")
+                method, path, _ = lines[0].split(" ")
+                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+                size = int(headers.get("content-length", "0"))
+                while len(buf) < size:
+                    buf += conn.recv(65536)
+                body, buf = buf[:size], buf[size:]
+                self.requests.append((method, path, body, headers))
+                style, status, answer = self.answers[path.split("?")[0]]
+                if style == "chunked":
+                    out = f"HTTP/1.1 {status} Whatever\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+                    for i in range(0, len(answer), 7):
+                        piece = answer[i:i + 7]
+                        out += f"{len(piece):x};ext=1\r\n".encode() + piece + b"\r\n"
+                    out += b"0\r\nX-Trailer: yes\r\n\r\n"
+                    conn.sendall(out)
+                elif style == "http10":
+                    conn.sendall(f"HTTP/1.0 {status} Whatever\r\n\r\n".encode() + answer)
+                    conn.close()
+                    return
+                elif style == "empty":
+                    conn.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+                else:
+                    close = "Connection: close\r\n" if style == "close" else ""
+                    conn.sendall(f"HTTP/1.1 {status} Whatever\r\nContent-Length: {len(answer)}\r\n{close}\r\n"
+                                 .encode() + answer)
+                    if style == "close":
+                        conn.close()
+                        return
+        except OSError:
+            return
+
+    def close_idle(self) -> None:
+        """The server ends every connection it holds (as an API server does with idle ones)."""
+        for conn in self.open:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        self.open.clear()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.close_idle()
+    s.sock.close()
+
+
+def _client(server: Server) -> KubeClient:
+    return KubeClient(f"http://127.0.0.1:{server.port}", token="t0k3n", verify=False, qps=1000, burst=1000)
+
+
+def test_every_way_of_answering_and_one_connection_kept(server: Server) -> None:
+    obj = {"kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b" * 3000}}, "n": [1, 2.5, None, True]}
+    data = json.dumps(obj).encode()
+    server.answers = {"/len": ("length", 200, data), "/chunked": ("chunked", 201, data),
+                      "/empty": ("empty", 204, b""), "/missing": ("chunked", 404, b'{"reason": "NotFound",'
+                                                                       b' "message": "pods \\"x\\" not found"}')}
+    client = _client(server)
+    for _ in range(5):
+        assert client.request("GET", "/len", params={"limit": 3}) == obj
+        assert client.create("/chunked", {"kind": "Binding", "target": {"name": "n"}}) == obj
+        assert client.request("DELETE", "/empty") == {}
+        with pytest.raises(ApiError) as err:
+            client.get("/missing")
+        assert err.value.status == 404 and err.value.message == 'pods "x" not found'
+    assert server.connections == 1, "requests one after another share one kept connection"
+    method, path, body, headers = server.requests[1]
+    assert (method, path, json.loads(body)) == ("POST", "/chunked", {"kind": "Binding", "target": {"name": "n"}})
+    assert headers["authorization"] == "Bearer t0k3n" and headers["content-type"] == "application/json"
+    assert server.requests[0][1] == "/len?limit=3" and server.requests[0][3]["host"] == f"127.0.0.1:{server.port}"
+    client.close()
+
+
+def test_connections_the_server_ends_are_not_used_again(server: Server) -> None:
+    server.answers = {"/close": ("close", 200, b'{"a": 1}'), "/old": ("http10", 200, b'{"b": 2}'),
+                      "/len": ("length", 200, b'{"c": 3}')}
+    client = _client(server)
+    assert client.request("GET", "/close") == {"a": 1}  # Connection: close
+    assert client.request("GET", "/old") == {"b": 2}  # HTTP/1.0, read to the end
+    assert client.request("GET", "/len") == {"c": 3}
+    assert server.connections == 3
+    server.close_idle()  # the kept one ends while idle: the next request goes over a new one, not into it
+    assert client.request("GET", "/len") == {"c": 3}
+    assert server.connections == 4
+    client.close()
+
+
+def test_many_threads_share_the_kept_connections(server: Server) -> None:
+    server.answers = {"/len": ("length", 200, b'{"ok": true}')}
+    client = _client(server)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(50):
+                assert client.request("POST", "/len", {"x": 1}) == {"ok": True}
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors[:2]
+    assert len(server.requests) == 800 and server.connections <= 16
+    client.close()
