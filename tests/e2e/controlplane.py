@@ -65,6 +65,8 @@ COMPLETE_JITTER_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"
 NODE_IP_BASE = ipaddress.IPv4Address("10.200.0.1")
+# How long ControlPlane.request asks again while the API server answers 429 "storage is (re)initializing".
+REINITIALIZING_WAIT_S = 60.0
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 _WORKDIR_PREFIX = "kai-e2e-"
 _KEEP_MARKER = "KEPT"
@@ -78,10 +80,11 @@ class ControlPlaneError(RuntimeError):
 class ApiError(ControlPlaneError):
     """The API server answered with an unexpected HTTP status."""
 
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+    def __init__(self, method: str, path: str, status: int, body: str, retry_after: float = 0.0) -> None:
         super().__init__(f"{method} {path}: HTTP {status}: {body[:2000]}")
         self.status = status
         self.body = body
+        self.retry_after = retry_after  # seconds, from the answer's Retry-After (0: none)
 
 
 def pinned_versions() -> dict[str, str]:
@@ -768,7 +771,29 @@ class ControlPlane:
         token: str | None = None,
         timeout: float = 30.0,
     ) -> Any:
-        """One call to the API server as admin (or with a bearer ``token``); returns the decoded JSON."""
+        """One call to the API server as admin (or with a bearer ``token``); returns the decoded JSON. A 429
+        "storage is (re)initializing" (the API server's answer while its watch cache fills again, e.g. after etcd
+        restarted) is asked again, as Retry-After says, for up to ``REINITIALIZING_WAIT_S``: the request was not
+        served, and the test's question is about kaid, not about that moment."""
+        deadline = time.monotonic() + REINITIALIZING_WAIT_S
+        while True:
+            try:
+                return self._request_once(method, path, body, content_type=content_type, token=token, timeout=timeout)
+            except ApiError as exc:
+                if not (exc.status == 429 and "initializing" in exc.body) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(min(max(exc.retry_after, 0.1), 1.0, max(deadline - time.monotonic(), 0.0)))
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | Sequence[Any] | None,
+        *,
+        content_type: str,
+        token: str | None,
+        timeout: float,
+    ) -> Any:
         if self._ssl is None:
             raise ControlPlaneError("the control plane is not started")
         ctx = self._ssl
@@ -788,7 +813,8 @@ class ControlPlane:
         finally:
             conn.close()
         if response.status >= 300:
-            raise ApiError(method, path, response.status, raw)
+            retry_after = response.getheader("Retry-After") or ""
+            raise ApiError(method, path, response.status, raw, float(retry_after) if retry_after.isdigit() else 0.0)
         return json.loads(raw) if raw else None
 
     def create(self, collection_path: str, obj: Mapping[str, Any], *, exist_ok: bool = False) -> Any:

@@ -267,3 +267,39 @@ def test_user_kubeconfig_carries_user_and_groups(control_plane: ControlPlane) ->
     assert info["username"] == "kai-e2e-user"
     assert "kai:testers" in info["groups"]
     assert control_plane.kubectl("get", "nodes", kubeconfig=kubeconfig, check=False).returncode != 0
+
+
+def test_request_asks_again_while_the_storage_is_reinitializing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After etcd restarts, the API server answers 429 "storage is (re)initializing" until its watch cache is
+    filled again (test_faults' etcd restart met it in a GET of the harness's own): ``request`` asks again within
+    ``REINITIALIZING_WAIT_S``; any other 429 (an eviction a disruption budget forbids) is the caller's at once."""
+    from . import controlplane
+
+    cp = ControlPlane()
+    reinitializing = '{"kind":"Status","message":"storage is (re)initializing","reason":"TooManyRequests","code":429}'
+    answers: list[Any] = [ApiError("GET", "/api/v1/pods", 429, reinitializing, 0.0)] * 3 + [{"items": []}]
+    calls: list[str] = []
+
+    def once(method: str, path: str, body: Any, **_: Any) -> Any:
+        calls.append(path)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(cp, "_request_once", once)
+    assert cp.request("GET", "/api/v1/pods") == {"items": []}
+    assert len(calls) == 4
+
+    budget = ApiError("POST", "/eviction", 429, '{"message":"Cannot evict pod as it would violate the budget"}', 10.0)
+    answers[:] = [budget, {}]
+    with pytest.raises(ApiError) as raised:
+        cp.request("POST", "/eviction", {})
+    assert raised.value is budget
+
+    monkeypatch.setattr(controlplane, "REINITIALIZING_WAIT_S", 0.3)
+    answers[:] = [ApiError("GET", "/api/v1/pods", 429, reinitializing, 0.0)] * 100
+    began = time.monotonic()
+    with pytest.raises(ApiError):
+        cp.request("GET", "/api/v1/pods")
+    assert time.monotonic() - began < 2.0
