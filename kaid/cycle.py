@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kaid.actions.allocate import allocate
 from kaid.actions.consolidate import consolidate
-from kaid.actions.memory import Recall, SearchMemory, fingerprint, horizon
+from kaid.actions.memory import SearchMemory, recall
 from kaid.actions.preempt import preempt
 from kaid.actions.reclaim import reclaim
 from kaid.actions.session import STUCK_RELEASING_SECONDS, AllocateStats, EvictionStats, Session
@@ -128,13 +128,11 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     repeated, with the same decisions (``kaid.actions.memory``); this cycle's is in ``Decisions.memory``."""
     compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
-    recall = None
-    if memory is not None and focus is None:
-        recall = Recall(memory, SearchMemory(until=horizon(snap, STUCK_RELEASING_SECONDS)), fingerprint(snap, cfg))
+    recalled = recall(memory, snap, cfg, STUCK_RELEASING_SECONDS) if memory is not None and focus is None else None
     index = NodeIndex(snap.nodes, snap.journal)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
-    session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recall)
-    out = Decisions(problems=list(snap.problems), memory=recall.after if recall is not None else None)
+    session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recalled)
+    out = Decisions(problems=list(snap.problems), memory=recalled.after if recalled is not None else None)
     for pod in ready_pipelined(snap):
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
     for name, action in ACTIONS:

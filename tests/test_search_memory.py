@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from kaid.actions.memory import SearchMemory
+from kaid.actions.memory import NEVER, SearchMemory
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
@@ -99,3 +99,41 @@ def test_a_quiet_cycle_repeats_no_vain_search() -> None:
     again = run_cycle(build_snapshot(objs, cfg, NOW + 30), cfg, memory=first.memory)
     assert _digest(first) == _digest(again) and again.memory is not None
     assert again.memory.misses == first.memory.misses and again.memory.worlds == first.memory.worlds
+
+
+def _protected(min_runtime: str, pending_gpus: int) -> list[Obj]:
+    """A node full of a preemptible job of queue a, over its share and started ten minutes before ``NOW``, protected
+    from reclaim for ``min_runtime``; a job of queue b, whose share the node is, waiting for ``pending_gpus``."""
+    a = queue("a", gpu=(0, -1, 1))
+    a["spec"]["reclaimMinRuntime"] = min_runtime
+    running = pod("run-0", gpus=2, group="run", node_name="n0")
+    running["status"]["startTime"] = "2025-12-31T23:50:00Z"  # NOW - 600
+    return [node("n0", gpus=2), a, queue("b", gpu=(2, -1, 1)), podgroup("run", "a", 1, priority_class="train"),
+            podgroup("wait", "b", 1), running, pod("wait-0", gpus=pending_gpus, group="wait")]
+
+
+def test_a_horizon_is_kept_only_in_its_world() -> None:
+    """A cycle whose world lowered a victim's protection (it now ends sooner than the last world's horizon) works
+    its horizon out again: its vain search is remembered only until the protection ends, and the cycle after that
+    reclaims, as a cycle without the memory does."""
+    objs = _protected("1h", 2)  # protected until NOW + 3000
+    cfg = SchedulerConfig()
+    first = run_cycle(build_snapshot(objs, cfg, NOW), cfg, memory=SearchMemory())
+    assert first.memory is not None and first.memory.until == NOW + 3000 and not first.evictions
+    objs[1]["spec"]["reclaimMinRuntime"] = "20m"  # protected until NOW + 600
+    second = run_cycle(build_snapshot(objs, cfg, NOW + 60), cfg, memory=first.memory)
+    assert second.memory is not None and second.memory.until == NOW + 600 and not second.evictions
+    third = run_cycle(build_snapshot(objs, cfg, NOW + 700), cfg, memory=second.memory)
+    plain = run_cycle(build_snapshot(objs, cfg, NOW + 700), cfg)
+    assert [e.pod for e in third.evictions] == ["default/run-0"] and _digest(third) == _digest(plain)
+
+
+def test_a_horizon_passed_is_worked_out_again() -> None:
+    """In an unchanged world, once the clock passed the last cycle's horizon, the next is worked out afresh (kept,
+    the memory would never hold again in that world)."""
+    objs = _protected("20m", 4)  # more than the node has: every search is vain, protected or not
+    cfg = SchedulerConfig()
+    first = run_cycle(build_snapshot(objs, cfg, NOW), cfg, memory=SearchMemory())
+    assert first.memory is not None and first.memory.until == NOW + 600
+    later = run_cycle(build_snapshot(objs, cfg, NOW + 700), cfg, memory=first.memory)
+    assert later.memory is not None and later.memory.until == NEVER and later.memory.world == first.memory.world

@@ -29,6 +29,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import complete_job, node_gone, place_pod, pod_role
+from kaid.model.fingerprint import ObjectParts, job_part, label_part, node_part, pod_part
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
 from kaid.model.journal import Journal
@@ -143,6 +144,16 @@ class LiveModel:
         self.all_jobs_dirty = False
         self.ref_dirty = False
         self._direct: dict[str, tuple[list[int], list[int], list[int]]] = {}  # queue -> its own jobs' sums
+        # the fingerprint of the nodes, pods and jobs a snapshot hands out (``kaid.model.fingerprint``): each one's
+        # part as last read, and those read again (or gone) since, whose parts are worked out again after a refresh
+        self.parts = ObjectParts()
+        self.node_parts: dict[str, int] = {}
+        self.pod_parts: dict[str, tuple[int, str, int]] = {}  # pod key -> (its part, its namespace, its labels')
+        self.job_parts: dict[str, int] = {}
+        self.touched_nodes: set[str] = set()
+        self.touched_pods: set[str] = set()
+        self.touched_jobs: set[str] = set()
+        self.hashed_order: list[str] | None = None  # the job order ``parts.order`` is the hash of
 
     # ------------------------------------------------------------------------------------------------ events
     def upsert(self, obj: Obj) -> None:
@@ -316,6 +327,7 @@ class LiveModel:
     def _unplace(self, key: str, entry: _PodEntry) -> None:
         """Take a pod out of the indexes (it is read again, or gone)."""
         self.dirty_pods.discard(key)
+        self.touched_pods.add(key)
         if entry.node is not None:
             pods = self.node_pods.get(entry.node)
             if pods is not None:
@@ -416,6 +428,8 @@ class LiveModel:
     def _read_node(self, name: str) -> None:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""
         obj = self.nodes.get(name)
+        self.touched_nodes.add(name)
+        self.touched_pods.update(self.node_pods.get(name, ()))  # their templates are made again here
         holders = [self.pods[k] for k in self.node_pods.get(name, ()) if k in self.pods]
         self.relink.update(e.job for e in holders if e.job is not None)  # their pods are made again here
         self.pod_view = None
@@ -449,6 +463,7 @@ class LiveModel:
     def _read_job(self, key: str) -> None:
         old = self.jobs.pop(key, None)
         self.job_view = None
+        self.touched_jobs.add(key)
         if old is not None:
             filed = self.queue_jobs[old.job.queue]
             del filed[bisect_left(filed, _job_rank(old.job), key=_job_rank)]
@@ -548,6 +563,38 @@ class LiveModel:
         for key in self.relink:
             self._relink(key)
         self.relink = set()
+        self._settle_parts()
+
+    def _settle_parts(self) -> None:
+        """The parts of the nodes, pods and jobs read again (or gone) since the last call, in the sums."""
+        parts = self.parts
+        for name in self.touched_nodes:
+            parts.nodes -= self.node_parts.pop(name, 0)
+            node = self.node_tpl.get(name)
+            if node is not None:
+                part = self.node_parts[name] = node_part(node)
+                parts.nodes += part
+        self.touched_nodes = set()
+        labels = parts.labels
+        for key in self.touched_pods:
+            old = self.pod_parts.pop(key, None)
+            if old is not None:
+                parts.pods -= old[0]
+                labels[old[1]] -= old[2]
+            entry = self.pods.get(key)
+            if entry is not None and entry.included and entry.tpl is not None:
+                pod = entry.tpl
+                new = self.pod_parts[key] = (pod_part(pod, entry.seq), pod.namespace, label_part(pod, entry.seq))
+                parts.pods += new[0]
+                labels[new[1]] = labels.get(new[1], 0) + new[2]
+        self.touched_pods = set()
+        for key in self.touched_jobs:
+            parts.jobs -= self.job_parts.pop(key, 0)
+            filed = self.jobs.get(key)
+            if filed is not None:
+                part = self.job_parts[key] = job_part(filed.job, tuple(filed.keys))
+                parts.jobs += part
+        self.touched_jobs = set()
 
     def _relink(self, key: str) -> None:
         """A job's pods list made of its pods' templates, each pointing back at the job."""
@@ -568,6 +615,9 @@ class LiveModel:
         self.refresh()
         assert self.sorted_nodes is not None
         order = self._job_order()
+        if self.hashed_order is not order:
+            self.parts.order = hash(tuple(order))
+            self.hashed_order = order
         journal: Journal | None = None
         if self.shared:
             nodes = [self.node_tpl[n] for n in self.sorted_nodes]
@@ -599,7 +649,7 @@ class LiveModel:
         problems = [*self.policy_problems, *self.queue_problems]
         budgets = [Budget(b.namespace, b.name, b.selector, b.disruptions_allowed) for b in self.budgets]
         return Snapshot(nodes, queues, jobs, pods, dict(self.topologies), dict(self.pcs), now, problems, budgets,
-                        {n.name: n for n in nodes}, journal)
+                        {n.name: n for n in nodes}, journal, self.parts.copy())
 
     def _job_order(self) -> list[str]:
         """The jobs' keys as a cold build orders them: the PodGroups' in their order, then the others by their first

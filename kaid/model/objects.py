@@ -16,6 +16,7 @@ from kaid.model.vocabulary import MEM as MEM
 from kaid.model.vocabulary import RESOURCES as RESOURCES
 
 if TYPE_CHECKING:
+    from kaid.model.fingerprint import ObjectParts
     from kaid.model.journal import Journal
 
 UNLIMITED = -1
@@ -367,6 +368,9 @@ class Snapshot:
     # set when the objects are a live model's own (``kaid.model.journal``): every write a cycle makes to a pod, node
     # or job is recorded there first, to be undone
     journal: Journal | None = None
+    # set by a live model: the fingerprint of its nodes, pods and jobs as handed out (``kaid.model.fingerprint``),
+    # kept up to date as they change; None for plain objects (the memory of vain searches hashes them all)
+    parts: ObjectParts | None = None
 
     def __post_init__(self) -> None:
         if not self.node_by_name:
