@@ -94,8 +94,14 @@ def _overcommitted(node: Node) -> bool:
 def ready_pipelined(snap: Snapshot) -> list[Pod]:
     """Pipelined pods whose victims are gone: bound now, a whole job at a time."""
     ready: list[Pod] = []
-    for job in snap.jobs.values():
-        waiting = [p for p in job.pods if p.status == PodStatus.PIPELINED]
+    pipelined = PodStatus.PIPELINED
+    # the jobs with a pipelined pod, from one pass over the pods (every job's pods are the snapshot's), where each
+    # job's pods were walked (27,000 jobs at 4,000 nodes, nearly none of them with a pipelined pod)
+    held = {id(p.job) for p in snap.pods if p.status == pipelined}
+    for job in snap.jobs.values() if held else ():
+        if id(job) not in held:
+            continue
+        waiting = [p for p in job.pods if p.status == pipelined]
         if not waiting:
             continue
         if any(snap.node_by_name.get(p.node or "") is None for p in waiting):
@@ -151,10 +157,12 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
         job = op.pod.job
         out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
                                       op.message))
+    pending = PodStatus.PENDING
+    waiting = {id(p.job) for p in snap.pods if p.status == pending}  # (one pass over the pods, as above)
     for job in snap.jobs.values():
         if job.warnings:
             out.warnings[job.key] = list(job.warnings)
-        if not any(p.status == PodStatus.PENDING for p in job.pods):
+        if id(job) not in waiting:
             continue
         why = list(job.errors) + reasons.get(job.key, [])
         if not why:

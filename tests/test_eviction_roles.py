@@ -6,9 +6,11 @@ and its pods at the start of each action (issue 15: three walks of 27,000 jobs p
 from __future__ import annotations
 
 from hypothesis import event, given
+from pytest import MonkeyPatch
 
 from kaid.actions import gangs
 from kaid.actions.evictions import Roles
+from kaid.actions.order import job_key
 from kaid.actions.session import Session
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import build_snapshot
@@ -74,3 +76,27 @@ def test_roles_leave_out_jobs_with_errors_and_pods_on_their_way_out() -> None:
     plain = afresh(Session(snap, NodeIndex(snap.nodes), cfg))
     assert [j.key for j in first.waiting()] == [j.key for j in plain.waiting()] == ["default/ok"]
     assert [j.key for j in first.pool()] == [j.key for j in plain.pool()] == ["default/ok"]
+
+
+@SETTINGS
+@given(case=cases())
+def test_kept_job_keys_are_those_read_again(case: Case) -> None:
+    """The waiting jobs' ``job_key`` kept from one action to the next (``Roles.keys``, each action ordered every
+    waiting job afresh) is, as each action starts, what the job's pods say then."""
+    stale = [0]
+    kept_then = [0]
+
+    def checked(session: Session) -> Roles:
+        roles = kept(session)
+        for job in roles.waiters:
+            key = roles.keys.get(id(job))
+            if key is not None:
+                kept_then[0] += 1
+                stale[0] += key != job_key(job)
+        return roles
+
+    with MonkeyPatch.context() as mp:
+        mp.setattr(Roles, "of", staticmethod(checked))
+        decisions_over(case, 4)
+    event(f"keys kept from an earlier action: {'some' if kept_then[0] else 'none'}")
+    assert not stale[0]

@@ -164,7 +164,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         return
     roles = Roles.of(session)
     pending = [j for j in roles.waiting() if rules.serves(j)]
-    order = job_order(session, pending)
+    order = job_order(session, pending, keys=roles.keys_of(pending))
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
@@ -241,6 +241,10 @@ class Roles:
     victims: list[Job]  # the jobs that may be victims at all (preemptible, no errors, in a known leaf queue), as well
     pending: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pending pod
     running: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pod running (not on its way out)
+    # id(job) -> its ``job_key`` (it reads the job's pods: every action ordered every waiting job afresh)
+    keys: dict[int, JobKey] = field(default_factory=dict)
+    _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
+    _pool: list[Job] | None = None  # ``pool()``, while no job's pods moved
 
     @classmethod
     def of(cls, session: Session) -> Roles:
@@ -250,7 +254,10 @@ class Roles:
             return cls._first(session)
         moved = {id(op.pod.job): op.pod.job for op in session.ops[roles.ops:] if op.pod.job is not None}
         roles.ops = len(session.ops)
+        if moved:
+            roles._waiting = roles._pool = None
         for key, job in moved.items():
+            roles.keys.pop(key, None)
             if key in roles.pending:
                 roles.pending[key] = _has_pending(job)
             if key in roles.running:
@@ -261,15 +268,10 @@ class Roles:
     def _first(cls, session: Session) -> Roles:
         """The roles worked out in one pass over the pods and one over the jobs, each queue read once (every job
         read its queue and walked its pods twice: 27,000 jobs at 4,000 nodes)."""
-        pending: set[int] = set()
-        running: set[int] = set()
-        for p in session.snap.pods:
-            job = p.job
-            if job is not None:
-                if p.status == PodStatus.PENDING:
-                    pending.add(id(job))
-                elif p.status in LIVE and not p.releasing:
-                    running.add(id(job))
+        pods = session.snap.pods
+        waits = PodStatus.PENDING
+        pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
+        running = {id(p.job) for p in pods if p.status in LIVE and not p.releasing}
         # queue -> a known leaf queue without errors (a job in a queue the snapshot does not have, or an invalid one,
         # neither waits nor is anyone's victim: kai cannot tell its queue's share)
         known: dict[str, bool] = {}
@@ -291,16 +293,28 @@ class Roles:
 
     def waiting(self) -> list[Job]:
         """The jobs with a pending pod that an eviction action may try for."""
-        pending = self.pending
-        return [j for j in self.waiters if pending[id(j)]]
+        if self._waiting is None:
+            pending = self.pending
+            self._waiting = [j for j in self.waiters if pending[id(j)]]
+        return list(self._waiting)
+
+    def keys_of(self, jobs: list[Job]) -> dict[int, JobKey]:
+        """The ``job_key`` of each of ``jobs`` as it stands (with others')."""
+        keys = self.keys
+        for job in jobs:
+            if id(job) not in keys:
+                keys[id(job)] = job_key(job)
+        return keys
 
     def pool(self) -> list[Job]:
         """The jobs that may be anyone's victims in this action: preemptible, in a known leaf queue, with a pod
         running when the action starts (an action evicts and moves pods but never starts one from nothing, so no job
         joins later). Worked out once per action instead of once per search: a search looked at every job of the
         cluster."""
-        running = self.running
-        return [j for j in self.victims if running[id(j)]]
+        if self._pool is None:
+            running = self.running
+            self._pool = [j for j in self.victims if running[id(j)]]
+        return list(self._pool)
 
 
 def _has_running(job: Job) -> bool:

@@ -7,7 +7,7 @@ the pending job is placed. What is left evicted must then pass the action's rule
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
@@ -74,11 +74,16 @@ def held_by(job: Job) -> Vec:
 
 
 def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False,
-              request: Callable[[Job], Vec] | None = None) -> ByQueue:
+              request: Callable[[Job], Vec] | None = None, keys: Mapping[int, JobKey] | None = None) -> ByQueue:
     """``jobs`` in KAI's order of queues and jobs (``victims``: the order victims are taken in; ``frozen``: as the
-    session stands now, whatever it does later; ``request``: what a job asks for next, if not ``request_of``)."""
+    session stands now, whatever it does later; ``request``: what a job asks for next, if not ``request_of``;
+    ``keys``: id(job) -> its ``job_key`` as it stands now, where the caller knows it)."""
     order = ByQueue(session.snap.queues, session.total, request or request_of(session), held_by, victims, frozen)
-    order.push_all(jobs)
+    if keys is None:
+        order.push_all(jobs)
+    else:
+        for job in jobs:
+            order.push(job, keys.get(id(job)))
     return order
 
 

