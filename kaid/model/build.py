@@ -213,5 +213,18 @@ def complete_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priori
     """``finish_job``, and the stale mark of a job without a PodGroup object, which its pods keep."""
     finish_job(job, queues, pcs, topologies)
     if job.stale_since is None:
-        marks = [meta.parse_time(meta.annotation(p.raw, c.STALE_SINCE_ANNOTATION)) for p in job.pods if p.raw]
-        job.stale_since = max(marks, default=0.0) or None
+        latest: float | None = None  # the latest mark of the pods read from an object (none: 0)
+        for p in job.pods:
+            if p.raw:
+                mark = _annotation_of(p.raw, c.STALE_SINCE_ANNOTATION)
+                when = 0.0 if mark is None else meta.parse_time(str(mark))
+                if latest is None or when > latest:
+                    latest = when
+        job.stale_since = latest or None
+
+
+def _annotation_of(obj: Obj, key: str) -> Any:
+    """One annotation as written (``meta.annotation`` without the text: most pods have none to read)."""
+    m = obj.get("metadata")
+    anns = m.get("annotations") if isinstance(m, dict) else None
+    return anns.get(key) if isinstance(anns, dict) else None

@@ -123,7 +123,6 @@ class WorkloadLabels:
     priority_class: str | None = None
     priority: int | None = None  # a pod's spec.priority when it names no class
     preemptibility: str | None = None
-    bad_preemptibility: str | None = None
     topology: str | None = None
     required_level: str | None = None
     preferred_level: str | None = None
@@ -138,40 +137,61 @@ def workload_labels(pod: Obj, owner: Obj | None, namespace: Obj | None,
                     queue_keys: tuple[str, ...]) -> WorkloadLabels:
     """Queue, priority class, preemptibility and topology from the owner's labels, then the pod's, then (for the
     queue) its namespace's."""
-    sources = (meta.labels_of(owner), meta.labels_of(pod))  # the owner's first (none: empty)
+    sources = label_sources(pod, owner)
     out = WorkloadLabels()
+    out.queue = labelled_queue(sources, namespace, queue_keys)
+    out.priority_class, out.priority = labelled_priority(sources, pod)
+    out.preemptibility = labelled_preemptibility(sources)[0]
+    out.topology, out.required_level, out.preferred_level = annotated_topology(pod, owner)
+    return out
+
+
+# Each part of ``workload_labels`` on its own: a job whose PodGroup says its queue and priority class (as most do)
+# reads only the rest (``jobs._labels_from``).
+def label_sources(pod: Obj, owner: Obj | None) -> tuple[Obj, Obj]:
+    """The labels a workload says things with: the owner's first (none: empty), then the pod's."""
+    return meta.labels_of(owner), meta.labels_of(pod)
+
+
+def labelled_queue(sources: tuple[Obj, Obj], namespace: Obj | None, queue_keys: tuple[str, ...]) -> str | None:
     for labels in sources:
         for key in queue_keys:
-            out.queue = _text(labels.get(key))
-            if out.queue:
-                break
-        if out.queue:
-            break
-    else:
-        ns_labels = meta.labels_of(namespace)
-        out.queue = next((q for q in (_text(ns_labels.get(k)) for k in queue_keys) if q), None)
-    spec = pod.get("spec") or {}
+            queue = _text(labels.get(key))
+            if queue:
+                return queue
+    ns_labels = meta.labels_of(namespace)
+    return next((q for q in (_text(ns_labels.get(k)) for k in queue_keys) if q), None)
+
+
+def labelled_priority(sources: tuple[Obj, Obj], pod: Obj) -> tuple[str | None, int | None]:
+    """(the priority class, the pod's ``spec.priority`` when it names none)."""
     for labels in sources:
-        out.priority_class = _text(labels.get(c.PRIORITY_CLASS_LABEL))
-        if out.priority_class:
-            break
-    else:
-        out.priority_class = str(spec.get("priorityClassName") or "") or None
-        if out.priority_class is None and "priority" in spec:
-            out.priority = as_int(spec.get("priority"), 0)
+        priority_class = _text(labels.get(c.PRIORITY_CLASS_LABEL))
+        if priority_class:
+            return priority_class, None
+    spec = pod.get("spec") or {}
+    priority_class = str(spec.get("priorityClassName") or "") or None
+    if priority_class is None and "priority" in spec:
+        return None, as_int(spec.get("priority"), 0)
+    return priority_class, None
+
+
+def labelled_preemptibility(sources: tuple[Obj, Obj]) -> tuple[str | None, str | None]:
+    """(preemptible or non-preemptible, the label's value when it is neither)."""
     for labels in sources:
         value = _text(labels.get(c.PREEMPTIBILITY_LABEL))
         if value in (c.PREEMPTIBLE, c.NON_PREEMPTIBLE):
-            out.preemptibility = value
-            break
+            return value, None
         if value:
-            out.bad_preemptibility = value
-            break
+            return None, value
+    return None, None
+
+
+def annotated_topology(pod: Obj, owner: Obj | None) -> tuple[str | None, str | None, str | None]:
+    """(topology, required level, preferred level) from the owner's annotations, then the pod's."""
     for anns in (meta.annotations_of(owner), meta.annotations_of(pod)):
         topology = _text(anns.get(c.TOPOLOGY_ANNOTATION))
         if topology:
-            out.topology = topology
-            out.required_level = _text(anns.get(c.TOPOLOGY_REQUIRED_ANNOTATION))
-            out.preferred_level = _text(anns.get(c.TOPOLOGY_PREFERRED_ANNOTATION))
-            break
-    return out
+            return (topology, _text(anns.get(c.TOPOLOGY_REQUIRED_ANNOTATION)),
+                    _text(anns.get(c.TOPOLOGY_PREFERRED_ANNOTATION)))
+    return None, None, None

@@ -14,8 +14,19 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.crds import PodGroupSpec, validation_message
 from kaid.api.duration import parse_duration
-from kaid.model.grouping import WATCHED_OWNER_KINDS, OwnerIndex, group_for_pod, top_owner, workload_labels
+from kaid.model.grouping import (
+    WATCHED_OWNER_KINDS,
+    OwnerIndex,
+    annotated_topology,
+    group_for_pod,
+    label_sources,
+    labelled_preemptibility,
+    labelled_priority,
+    labelled_queue,
+    top_owner,
+)
 from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason
+from kaid.model.pods import timestamp
 from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
@@ -65,10 +76,11 @@ def _read_spec(spec: Any) -> _SpecReading | str:
 
 def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     """The job of a PodGroup object, into ``jobs``; an invalid spec leaves it with an error."""
-    job = Job(meta.namespace(obj), meta.name(obj))
+    m = meta.meta(obj)
+    job = Job(str(m.get("namespace") or meta.DEFAULT_NAMESPACE), str(m.get("name", "")))
     job.explicit = True
     job.raw = obj
-    job.created = meta.parse_time(meta.meta(obj).get("creationTimestamp"))
+    job.created = timestamp(m.get("creationTimestamp"))
     jobs[job.key] = job
     spec = _read_spec(obj.get("spec"))
     if isinstance(spec, str):
@@ -85,7 +97,9 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
         job.topology, job.required_level, job.preferred_level = spec.topology
     if spec.stale_grace is not None:
         job.stale_grace = spec.stale_grace
-    job.stale_since = meta.parse_time(meta.annotations_of(obj).get(c.STALE_SINCE_ANNOTATION)) or None
+    anns = m.get("annotations")
+    if isinstance(anns, dict) and c.STALE_SINCE_ANNOTATION in anns:
+        job.stale_since = meta.parse_time(anns[c.STALE_SINCE_ANNOTATION]) or None
 
 
 def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],
@@ -126,24 +140,27 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
 
 
 def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg: SchedulerConfig) -> None:
-    """Queue, priority class, preemptibility and topology from the owner, then the pod, then the namespace;
-    what an explicit PodGroup says wins."""
-    wl = workload_labels(pod, owner, ns_obj, cfg.queueLabelKeys)
+    """Queue, priority class, preemptibility and topology from the owner, then the pod, then the namespace
+    (``grouping.workload_labels``); what an explicit PodGroup says wins, and is not looked for in the labels."""
+    sources = label_sources(pod, owner)
     if not job.queue:
-        job.queue = wl.queue or cfg.defaultQueue
+        job.queue = labelled_queue(sources, ns_obj, cfg.queueLabelKeys) or cfg.defaultQueue
     if not job.priority_class:
-        job.priority_class = wl.priority_class or ""
-        if wl.priority is not None:
-            job.priority = wl.priority
+        priority_class, priority = labelled_priority(sources, pod)
+        job.priority_class = priority_class or ""
+        if priority is not None:
+            job.priority = priority
     if job.preemptibility is None:
-        job.preemptibility = wl.preemptibility
-        if wl.bad_preemptibility:
+        job.preemptibility, bad = labelled_preemptibility(sources)
+        if bad:
             job.warnings.append(Reason(
                 ReasonCode.INVALID_PREEMPTIBILITY,
-                f"label {c.PREEMPTIBILITY_LABEL}={wl.bad_preemptibility!r} is neither "
+                f"label {c.PREEMPTIBILITY_LABEL}={bad!r} is neither "
                 f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
-    if job.topology is None and wl.topology:
-        job.topology, job.required_level, job.preferred_level = wl.topology, wl.required_level, wl.preferred_level
+    if job.topology is None:
+        topology, required, preferred = annotated_topology(pod, owner)
+        if topology:
+            job.topology, job.required_level, job.preferred_level = topology, required, preferred
 
 
 def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
