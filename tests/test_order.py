@@ -7,6 +7,7 @@ order."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cmp_to_key
@@ -304,3 +305,38 @@ def _same_order(case: Case) -> ByQueue:
         last = a if a is not None else last
     assert fast.pop() is None and plain.pop() is None
     return fast
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_push_all_lines_jobs_up_as_pushing_them_one_by_one(seed: int) -> None:
+    """``push_all`` sorts each leaf that held no job at once (and takes the keys a caller knows): the same lines of
+    jobs and keys as ``push`` job by job, leaves that held jobs already, victims' and frozen orders, equal keys
+    (two jobs of one name in one leaf) included."""
+    rng = random.Random(seed)
+    queues: dict[str, Queue] = {}
+    for d in range(2):
+        dept = queues[f"d{d}"] = Queue(f"d{d}")
+        for k in range(3):
+            leaf = queues[f"d{d}-q{k}"] = Queue(f"d{d}-q{k}")
+            leaf.parent, leaf.parent_name = dept, dept.name
+            dept.children.append(leaf)
+    names = [*queues, "nowhere"]
+    jobs = []
+    for _ in range(rng.randint(0, 30)):
+        job = Job("ns", f"j{rng.randint(0, 12):02d}")
+        job.queue, job.priority, job.created = rng.choice(names), rng.choice([50, 100]), float(rng.randint(0, 3))
+        jobs.append(job)
+    before, after = jobs[: rng.randint(0, len(jobs))], jobs
+    known = {id(j): (0, 0, 0.0, f"given-{j.key}") for j in jobs if rng.random() < 0.3}
+    victims, frozen = rng.random() < 0.5, rng.random() < 0.5
+    made = [ByQueue(queues, (1, 1, 1), lambda j: ZERO, lambda j: ZERO, victims, frozen) for _ in range(2)]
+    batched, single = made
+    for job in before:
+        batched.push(job)
+        single.push(job)
+    batched.push_all(after, known)
+    for job in after:
+        single.push(job, known.get(id(job)))
+    assert {k: v for k, v in batched.leaves.items() if v} == {k: v for k, v in single.leaves.items() if v}
+    assert {k: v for k, v in batched._keys.items() if v} == {k: v for k, v in single._keys.items() if v}
+    assert [batched.pop() for _ in jobs] == [single.pop() for _ in jobs]

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from itertools import pairwise
+from operator import itemgetter
 
 from kaid.actions import gangs
 from kaid.model.objects import UNLIMITED, Job, Queue
@@ -33,6 +34,7 @@ RANK_AFTER_TIES = 4  # ties between siblings (or siblings in one tie) before the
 
 
 JobKey = tuple[int, int, float, str]
+_first_of = itemgetter(0)
 
 
 def job_key(job: Job) -> JobKey:
@@ -156,9 +158,31 @@ class ByQueue:
 
             self.held = held_then
 
-    def push_all(self, jobs: Iterable[Job]) -> None:
+    def push_all(self, jobs: Iterable[Job], keys: Mapping[int, JobKey] | None = None) -> None:
+        """``push`` each job (``keys``: id(job) -> its ``job_key`` as it stands now, where the caller knows it); a
+        leaf that holds none yet gets its jobs sorted at once, and is touched once."""
+        fresh: dict[str, list[tuple[JobKey, Job]]] = {}
         for job in jobs:
-            self.push(job)
+            queue = self.queues.get(job.queue)
+            if queue is None or queue.children:
+                continue
+            given = keys.get(id(job)) if keys is not None else None
+            if self.leaves.get(job.queue):
+                self.push(job, given)  # among the jobs it holds already
+                continue
+            if self.frozen:
+                key = self._job_keys.get(id(job))
+                if key is None:
+                    key = self._job_keys[id(job)] = job_key(job) if given is None else given
+            else:
+                key = job_key(job) if given is None else given
+            fresh.setdefault(job.queue, []).append((key, job))
+        for name, entries in fresh.items():
+            entries.sort(key=_first_of)  # (stable: equal keys stay in push order, as bisect_right leaves them)
+            self._keys.setdefault(name, [])[:] = [key for key, _ in entries]
+            jobs_of = self.leaves.setdefault(name, [])
+            jobs_of[:] = [job for _, job in (reversed(entries) if self.victims else entries)]
+            self._touch(self.queues[name])
 
     def push(self, job: Job, key: JobKey | None = None) -> None:
         """Hand ``job`` out in its turn; ``key``: its ``job_key`` as it stands now, where the caller knows it."""
