@@ -32,7 +32,7 @@ def allocate(session: Session) -> None:
     while (job := order.pop()) is not None:
         placed = _serve(session, job, nexts.batch(job), failed)
         nexts.served(job)
-        more = placed and bool(nexts.batch(job))
+        more = placed and _more(job, nexts)
         if more:
             order.push(job)  # elastic pods: one at a time, the queue re-enters the order
         elif placed:
@@ -50,6 +50,14 @@ def allocate(session: Session) -> None:
                     _serve(session, j, nexts.batch(j), failed)
                 break
     session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
+
+
+def _more(job: Job, nexts: NextBatches) -> bool:
+    """Whether a job just placed has another batch: for a job of one pod set, whether a pod of it still waits (its
+    next batch is then one of them or more), read at C speed; the batch itself is worked out when it is served."""
+    if not job.subgroups:
+        return PodStatus.PENDING in map(_STATUS, job.pods)
+    return bool(nexts.batch(job))
 
 
 def _no_gpu_left(session: Session) -> bool:
@@ -143,6 +151,8 @@ def _failure_key(job: Job, batch: list[Pod]) -> tuple[object, ...] | None:
 
 def _spread(session: Session, batch: list[Pod]) -> bool:
     placement = session.cfg.placement
+    if placement.gpu == placement.cpu:  # (as by default: the pods need not be read)
+        return placement.gpu == "spread"
     return (placement.gpu if any(p.gpu_whole or p.frac_devices for p in batch) else placement.cpu) == "spread"
 
 
@@ -160,7 +170,8 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     """Bind the batch where it fits now, or pipeline it onto what releasing pods hold; else say why not."""
     index = session.index
     within = gangs.domain_of_running(job, session)
-    key = _failure_key(job, batch) if within is None else None
+    # (the failure key is looked up once a placement failed in this cycle, and worked out where one fails)
+    key = _failure_key(job, batch) if within is None and failed else None
     hit = failed.get(key) if key is not None and job.key != session.focus else None
     if hit is not None and hit[0] == index.epoch:
         session.reasons[job.key] = list(hit[1])
@@ -174,6 +185,8 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     why = _explain(job, batch, plan.placed_max, index, plan.topology_failed) \
         if session.focus in (None, job.key) else _UNEXPLAINED
     session.reasons[job.key] = why
+    if key is None and within is None:
+        key = _failure_key(job, batch)
     if key is not None:
         failed[key] = (index.epoch, why)
     return False

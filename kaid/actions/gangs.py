@@ -104,7 +104,7 @@ def gang_of(job: Job) -> GangSet:
 
 def elastic_state(job: Job) -> ElasticState:
     if not job.subgroups:  # one pod set: the job's pods against its minMember
-        active = sum(1 for p in job.pods if is_active(p))
+        active = sum(1 for p in job.pods if p.status in ACTIVE and not p.releasing)  # ``is_active``, inline
         return ElasticState.BELOW if active < job.min_member else (
             ElasticState.EXACT if active == job.min_member else ElasticState.ABOVE)
     exact = True
@@ -199,8 +199,10 @@ def _from_pod_set(ps: PodSet, waiting: Collection[str]) -> list[Pod]:
             pending.append(p)
         if status in ACTIVE and not p.releasing:  # ``is_active``
             active += 1
+    if len(pending) <= 1:  # no order to find among them: the one, or none
+        return pending
     if active >= ps.min_available:
-        return [min(pending, key=task_key)] if pending else []
+        return [min(pending, key=task_key)]
     return sorted(pending, key=task_key)[: ps.min_available - active]
 
 
