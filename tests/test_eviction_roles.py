@@ -36,9 +36,9 @@ def afresh(session: Session) -> Roles:
     roles = Roles(len(session.ops), [j for j in jobs if known(j) and not j.errors and gangs.gang_possible(j) and
                                      (session.focus is None or j.key == session.focus)],
                   [j for j in jobs if j.preemptible and not j.errors and known(j)])
-    roles.pending = {id(j): any(p.status == PodStatus.PENDING for p in j.pods) for j in roles.waiters}
-    roles.running = {id(j): any(p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing for p in j.pods)
-                     for j in roles.victims}
+    roles.pending = {id(j) for j in roles.waiters if any(p.status == PodStatus.PENDING for p in j.pods)}
+    roles.running = {id(j) for j in roles.victims if any(p.status in (PodStatus.RUNNING, PodStatus.BOUND) and
+                                                          not p.releasing for p in j.pods)}
     session.roles = roles
     return roles
 

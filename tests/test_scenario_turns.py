@@ -83,3 +83,20 @@ def test_turns_hand_out_what_every_pop_does(case: OrderCase, data: st.DataObject
         short = served(scenario.turns)
     assert short == served(every_turn)
     event(f"pops skipped: {'some' if skipped[0] else 'none'}")
+
+
+@SETTINGS
+@given(case=cases())
+def test_one_leaf_scenarios_decide_as_with_every_waiting_job(case: Case) -> None:
+    """A scenario whose jobs all wait in one leaf queue orders only them (``scenario._others_matter``): the same
+    decisions as with every waiting job of the queues involved pushed, and every job popped in turn."""
+    alone = [0]
+    short = scenario._others_matter
+
+    def counted(involved: set[str]) -> bool:
+        alone[0] += not short(involved)
+        return short(involved)
+
+    assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "_others_matter", counted)],
+                          [(scenario, "_others_matter", lambda involved: True), (scenario, "turns", every_turn)])
+    event(f"scenarios in one leaf: {'some' if alone[0] else 'none'}")

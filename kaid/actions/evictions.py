@@ -239,8 +239,8 @@ class Roles:
     # only, if any), in the snapshot's order
     waiters: list[Job]
     victims: list[Job]  # the jobs that may be victims at all (preemptible, no errors, in a known leaf queue), as well
-    pending: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pending pod
-    running: dict[int, bool] = field(default_factory=dict)  # id(job) -> it has a pod running (not on its way out)
+    pending: set[int] = field(default_factory=set)  # id(job) of the jobs with a pending pod (others' too)
+    running: set[int] = field(default_factory=set)  # id(job) of those with a pod running (not on its way out)
     # id(job) -> its ``job_key`` (it reads the job's pods: every action ordered every waiting job afresh)
     keys: dict[int, JobKey] = field(default_factory=dict)
     _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
@@ -258,10 +258,14 @@ class Roles:
             roles._waiting = roles._pool = None
         for key, job in moved.items():
             roles.keys.pop(key, None)
-            if key in roles.pending:
-                roles.pending[key] = _has_pending(job)
-            if key in roles.running:
-                roles.running[key] = _has_running(job)
+            if _has_pending(job):
+                roles.pending.add(key)
+            else:
+                roles.pending.discard(key)
+            if _has_running(job):
+                roles.running.add(key)
+            else:
+                roles.running.discard(key)
         return roles
 
     @classmethod
@@ -272,30 +276,23 @@ class Roles:
         waits = PodStatus.PENDING
         pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
         running = {id(p.job) for p in pods if p.status in LIVE and not p.releasing}
-        # queue -> a known leaf queue without errors (a job in a queue the snapshot does not have, or an invalid one,
+        # (the sets name jobs that neither wait nor are victims too: ``waiting`` and ``pool`` read them for their own)
+        # the known leaf queues without errors (a job in a queue the snapshot does not have, or an invalid one,
         # neither waits nor is anyone's victim: kai cannot tell its queue's share)
-        known: dict[str, bool] = {}
-        queues = session.snap.queues
+        known = {name for name, q in session.snap.queues.items() if not q.errors and not q.children}
         focus = session.focus
-        roles = session.roles = Roles(len(session.ops), [], [])
-        for job in session.snap.jobs.values():
-            name = job.queue
-            if name not in known:
-                q = queues.get(name)
-                known[name] = q is not None and not q.errors and not q.children
-            if known[name] and not job.errors and gangs.gang_possible(job) and (focus is None or job.key == focus):
-                roles.waiters.append(job)
-                roles.pending[id(job)] = id(job) in pending
-            if job.preemptible and not job.errors and known[name]:
-                roles.victims.append(job)
-                roles.running[id(job)] = id(job) in running
+        fit = [j for j in session.snap.jobs.values() if not j.errors and j.queue in known]
+        possible = gangs.gang_possible
+        waiters = [j for j in fit if possible(j) and (focus is None or j.key == focus)]
+        victims = [j for j in fit if j.preemptible]
+        roles = session.roles = Roles(len(session.ops), waiters, victims, pending, running)
         return roles
 
     def waiting(self) -> list[Job]:
         """The jobs with a pending pod that an eviction action may try for."""
         if self._waiting is None:
             pending = self.pending
-            self._waiting = [j for j in self.waiters if pending[id(j)]]
+            self._waiting = [j for j in self.waiters if id(j) in pending]
         return list(self._waiting)
 
     def keys_of(self, jobs: list[Job]) -> dict[int, JobKey]:
@@ -313,7 +310,7 @@ class Roles:
         cluster."""
         if self._pool is None:
             running = self.running
-            self._pool = [j for j in self.victims if running[id(j)]]
+            self._pool = [j for j in self.victims if id(j) in running]
         return list(self._pool)
 
 

@@ -135,12 +135,14 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     given: ``_place``)."""
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
-    # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
-    waiting = [j for q in involved for j in waiting_in(session, att, q) if j.key not in victims and j is not att.job]
     order = job_order(session, [*victims.values(), att.job], request=_asks(session, att, victims))
-    key = _keys(att)
-    for job in waiting:
-        order.push(job, key(job))
+    if _others_matter(involved):
+        # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
+        key = _keys(att)
+        for q in involved:
+            for job in waiting_in(session, att, q):
+                if job.key not in victims and job is not att.job:
+                    order.push(job, key(job))
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
@@ -175,6 +177,14 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                 above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
+
+
+def _others_matter(involved: set[str]) -> bool:
+    """Whether the turns of the waiting jobs that a scenario does not involve can decide which of its jobs comes
+    next: only where its jobs wait in more than one leaf queue. In one leaf, ``turns`` hands them out in the leaf's
+    order, which is theirs among themselves whatever else waits there (a preemptor's scenarios, and the first of
+    every search, with no victims, pushed every waiting job of the queue for nothing)."""
+    return len(involved) > 1
 
 
 def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[Job], Vec]:
