@@ -85,14 +85,6 @@ class ApplyResult:
         return f"{len(self.failed)} binds failed: {text}{more}"
 
 
-@dataclass
-class Sending:
-    """Binds sent and not all answered yet (``Actuator.send``); ``Actuator.collect`` waits for their outcome."""
-
-    pairs: list[tuple[Bind, Future[str | None]]]
-    reserving: list[Bind]  # sent to the SharedBinder: bound (or not) later
-
-
 def _split(key: str) -> tuple[str, str]:
     ns, name = key.split("/", 1)
     return ns, name
@@ -186,22 +178,11 @@ class Actuator:
             binds = plain
         return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
 
-    def send(self, binds: list[Bind], started: list[tuple[Bind, Future[str | None]]] | None = None) -> Sending:
-        """Send ``binds`` but those already sent (``started``, by ``start_binds``; or to the SharedBinder), without
-        waiting for their answers."""
-        sent = {b.pod for b, _ in started or []} | {b.pod for b in self._reserving}
-        pairs = list(started or []) + self.start_binds([b for b in binds if b.pod not in sent])
-        reserving, self._reserving = self._reserving, []
-        return Sending(pairs, reserving)
-
     def bind(self, binds: list[Bind], started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
-        return self.collect(self.send(binds, started))
-
-    def collect(self, sending: Sending) -> ApplyResult:
-        """The outcome of binds sent (``send``), once every one is answered; every job checked as a whole."""
-        out = ApplyResult(reserving=sending.reserving)
-        pairs = sending.pairs
+        out = ApplyResult()
+        pairs = list(started or []) + self.start_binds(binds)
+        out.reserving, self._reserving = self._reserving, []
         binds = [b for b, _ in pairs]
         results = [f.result() for _, f in pairs]
         by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)
@@ -286,7 +267,8 @@ class Actuator:
 
     def apply(self, d: Decisions, started: list[tuple[Bind, Future[str | None]]] | None = None) -> ApplyResult:
         ev = self.evict(d.evictions)
-        out = self.bind(d.binds, started)
+        sent = {b.pod for b, _ in started or []} | {b.pod for b in self._reserving}
+        out = self.bind([b for b in d.binds if b.pod not in sent], started)
         out.evicted, out.evict_failed = ev.evicted, ev.evict_failed
         evicted = {e.pod for e in d.evictions}
         # a pod moved by consolidation is recreated by its controller under a new name: nothing to mark

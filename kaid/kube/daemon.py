@@ -28,7 +28,7 @@ from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import UsageHistory, UsageParams
-from kaid.kube.actuator import Actuator, ApplyResult, Sending, bind_workers
+from kaid.kube.actuator import Actuator, ApplyResult, bind_workers
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.livesnap import LiveSnapshots
@@ -83,23 +83,6 @@ class Overlay:
             if b.pod not in evicted:
                 self.pipelined[b.pod] = (b, now + ASSUME_TTL)
 
-    def sent(self, sending: Sending, now: float, reserving_for: float = 0.0) -> None:
-        """Binds sent whose answers have not come: assumed from now (``answered`` drops those that failed)."""
-        for b, _ in sending.pairs:
-            self.bound[b.pod] = (b, now + ASSUME_TTL)
-            self.pipelined.pop(b.pod, None)
-        for b in sending.reserving:
-            self.bound[b.pod] = (b, now + reserving_for + ASSUME_TTL)
-            self.pipelined.pop(b.pod, None)
-
-    def answered(self, applied: ApplyResult, now: float) -> None:
-        """The answers to binds assumed since they were sent (``sent``): a bound pod is assumed for ASSUME_TTL from
-        now, one whose bind failed no more (the next cycle places it again)."""
-        for b in applied.bound:
-            self.bound[b.pod] = (b, now + ASSUME_TTL)
-        for b, _ in applied.failed:
-            self.bound.pop(b.pod, None)
-
     def settle(self, outcome: SharedOutcome, now: float) -> None:
         """A shared-GPU job's outcome: bound pods are assumed for ASSUME_TTL from now, the others no more."""
         for b in outcome.bound:
@@ -151,28 +134,6 @@ class Overlay:
 
 
 
-@dataclass
-class _EarlyCycle:
-    """An early cycle whose binds are out: the first full cycle collects their answers (``Daemon._settle_early``)."""
-
-    number: int
-    snap: Snapshot
-    decisions: Decisions
-    sending: Sending
-    phases: dict[str, float]  # snapshot, decide
-    started: float
-    decided: float
-    view: EarlyView
-    answered: list[float]  # when the last of its binds was answered (time.monotonic(); ``decided`` until then)
-
-    def __post_init__(self) -> None:
-        def done(_: Future[str | None]) -> None:
-            self.answered[0] = max(self.answered[0], time.monotonic())
-
-        for _, f in self.sending.pairs:
-            f.add_done_callback(done)
-
-
 class Daemon:
     def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None,
                  cache: StartingCache | None = None) -> None:
@@ -222,7 +183,6 @@ class Daemon:
         # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
         self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
         self.early_bound: list[str] = []  # the pods the early cycle bound
-        self.early: _EarlyCycle | None = None  # its binds not collected yet
 
     def _cached_pod(self, namespace: str, name: str) -> Obj | None:
         return self.cache.get("Pod", namespace, name)
@@ -361,10 +321,7 @@ class Daemon:
     def early_cycle(self, view: EarlyView) -> Decisions:
         """A first cycle while the pod list still arrives (kaid.kube.startup): allocate only, on ``view``, binds only.
         Fair shares, reasons and gangs seen on part of the pods would be wrong, so status, PodGroups and the
-        other actions wait for the next cycle, on the whole cache. Its binds are assumed from the moment they are
-        sent, and it does not wait for their answers: the first full cycle snapshots and decides while they go out
-        (on bench_kube's backlog, 452 binds: 1.5-2 s; no bind was out while that cycle read the lists and placed its
-        first job), and collects them (``_settle_early``)."""
+        other actions wait for the next cycle, on the whole cache."""
         started = time.monotonic()
         self.last_cycle = started
         objs = view.objects
@@ -378,35 +335,33 @@ class Daemon:
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
         binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in stream.sent])
-        sending = self.actuator.send(binding.binds, stream.sent)
-        self.overlay.sent(sending, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
+        self._read_lists_while(stream.sent)
+        applied = self.actuator.apply(binding, stream.sent)
+        self.overlay.record(binding, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
+        self.early_bound = [b.pod for b in applied.bound]
+        t3 = time.monotonic()
         self.cycles += 1
-        self.early = _EarlyCycle(self.cycles, snap, decisions, sending, {"snapshot": t1 - started, "decide": t2 - t1},
-                                 started, t2, view, [t2])
-        log.debug("cycle %d: %d binds out, %d pending (%.0f ms); early, their answers collected by the next cycle",
-                  self.cycles, len(sending.pairs) + len(sending.reserving), len(decisions.pending),
-                  (t2 - started) * 1000)
+        if applied.failed:
+            log.warning("cycle %d: %s", self.cycles, applied.failures())
+        phases = {"snapshot": t1 - started, "decide": t2 - t1, "apply": t3 - t2}
+        self.early_observed = (snap, decisions, applied, phases, t3 - started)
+        log.info("cycle %d: %d bound, 0 evicted, 0 pipelined, %d pending (%.0f ms); early, while the pod list "
+                 "arrived (%d pods in): on the %d pods on nodes and the first %d pending", self.cycles,
+                 len(applied.bound), len(decisions.pending), (t3 - started) * 1000, view.arrived, view.on_nodes,
+                 view.pending)
         return decisions
 
-    def _settle_early(self) -> None:
-        """The early cycle's binds, answered: bound pods assumed from now, failed ones no more; its figures and log
-        line, with the cycle that collected them."""
-        early, self.early = self.early, None
-        if early is None:
+    def _read_lists_while(self, sent: list[tuple[Bind, Future[str | None]]]) -> None:
+        """While the early cycle's binds go out: once every list is in, the live model reads them, so that the first
+        full cycle's snapshot reads only what changed since (on bench_kube's backlog it read the 4,000 pods then,
+        0.5-0.7 s of CPU with no bind out; the early cycle's binds take 1-3 s)."""
+        if self.live is None:
             return
-        applied = self.actuator.collect(early.sending)
-        self.overlay.answered(applied, time.time())
-        self.early_bound = [b.pod for b in applied.bound]
-        answered = early.answered[0]
-        phases = {**early.phases, "apply": answered - early.decided}
-        self.early_observed = (early.snap, early.decisions, applied, phases, answered - early.started)
-        view = early.view
-        log.info("cycle %d: %d bound, 0 evicted, 0 pipelined, %d pending (%.0f ms); early, while the pod list "
-                 "arrived (%d pods in): on the %d pods on nodes and the first %d pending", early.number,
-                 len(applied.bound), len(early.decisions.pending), (answered - early.started) * 1000, view.arrived,
-                 view.on_nodes, view.pending)
-        if applied.failed:
-            log.warning("cycle %d: %s", early.number, applied.failures())
+        futures = [f for _, f in sent]
+        while not self.stopping.is_set() and not all(f.done() for f in futures):
+            if self.cache.wait_synced(0.05):
+                self.live.catch_up()
+                return
 
     def cycle(self) -> Decisions:
         """One cycle on the whole cache: snapshot, decide (binds streamed as each job is placed), apply, then
@@ -450,7 +405,6 @@ class Daemon:
             log.warning("lost the lease during a cycle; its remaining decisions are dropped")
             decisions = Decisions(binds=[b for b, _ in stream.sent])
         applied = self.actuator.apply(decisions, stream.sent)
-        self._settle_early()  # answered by now (sent before this cycle's), but for retries
         if fresh:  # the engine used them from memory; created in the background once the binds are answered, so that
             # the API server serves the binds first (bench_kube's backlog: 2,141 creates beside 4,000 binds)
             creating.append(self.background.submit(create_podgroups, self.writer, fresh, self.status.pool))

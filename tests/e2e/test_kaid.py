@@ -617,11 +617,11 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
 ) -> None:
     """A starting kaid binds the first pending pods while the rest of its pod list is held back, on a view that
     counts a running pod the held list has not delivered yet (it comes last by name): it is seen through the
-    separate list of pods on nodes. Neither the first full cycle nor its binds wait for other work: it snapshots
-    (the model reads the lists) and decides while the early binds are out, the solver begins to load once that
-    cycle is over, and the PodGroups it made from memory are created once its binds are answered. The daemon runs
-    in this process (a thread), with the ServiceAccount's token, so that the hold can be set to 4 pods; its pods
-    list covers this test's namespace only."""
+    separate list of pods on nodes. Neither the first full cycle nor its binds wait for other work: the model
+    reads the lists while the early binds are out, the solver begins to load once that cycle is over, and the
+    PodGroups it made from memory are created once its binds are answered. The daemon runs in this process (a
+    thread), with the ServiceAccount's token, so that the hold can be set to 4 pods; its pods list covers this
+    test's namespace only."""
     cp = control_plane
     pool, nodes = make_pool(2, gpus=8)
     (q,) = make_queues(queue(f"early-{_suffix()}", 0))
@@ -658,15 +658,10 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
             binds["sent"] += len(sent)
         return send(sent)
 
-    snapshots: list[dict[str, int]] = []  # the binds sent and answered when each full cycle's snapshot began
-    snapshotted = threading.Event()
-
     def counted_bind(b: Any, patch: Any = None) -> Any:
-        # a busy API server: it answers no bind before every list is in and the first full cycle has begun (a cycle
-        # that waits for the early binds' answers waits 10 s here), and each takes a while (a creation begun
+        # a busy API server: it answers no bind before every list is in, and each takes a while (a creation begun
         # alongside the binds would begin before they end)
         cache.wait_synced(30.0)
-        snapshotted.wait(10.0)
         time.sleep(0.5)
         try:
             return bind_one(b, patch)
@@ -682,16 +677,16 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     monkeypatch.setattr(daemon.actuator, "start_binds", counted_send)
     monkeypatch.setattr(daemon.actuator, "_bind_one", counted_bind)
     monkeypatch.setattr(daemon_mod, "create_podgroups", seen_create)
+    catch_ups: list[dict[str, int]] = []  # the binds sent and answered when the model read the lists early
     assert daemon.live is not None
-    snapshot = daemon.live.snapshot
+    catch_up = daemon.live.catch_up
 
-    def seen_snapshot(*args: Any) -> Any:
+    def seen_catch_up() -> None:
         with lock:
-            snapshots.append(dict(binds))
-        snapshotted.set()
-        return snapshot(*args)
+            catch_ups.append(dict(binds))
+        catch_up()
 
-    monkeypatch.setattr(daemon.live, "snapshot", seen_snapshot)
+    monkeypatch.setattr(daemon.live, "catch_up", seen_catch_up)
     with _in_process(daemon, "kaid-early"):
         wait_for(lambda: daemon.cycles >= 2, 60, "an early cycle and a full one")
         assert cache.held.is_set(), "the pod list was held"
@@ -714,8 +709,8 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     assert scheduled == {f"pg-pod-{name}": 1 for name in bound_names}, scheduled
     listed = [k for k in cache.informers[0].items if k.startswith(f"{namespace}/")]
     assert len(listed) == 13, "the held list went on to the end once released"
-    assert snapshots[:1] == [{"sent": 4, "answered": 0}], \
-        f"the first full cycle did not begin while the early cycle's binds were out: {snapshots}"
+    assert catch_ups[:1] == [{"sent": 4, "answered": 0}], \
+        f"the model did not read the lists while the early cycle's binds were out: {catch_ups}"
     assert warm_ups == [2], f"the solver began to load after {warm_ups} cycles, not once the first full one was over"
     assert creations and creations[0]["sent"] > 4, creations  # the first full cycle's, after the early 4
     assert all(c["sent"] == c["answered"] for c in creations), \
