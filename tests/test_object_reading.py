@@ -288,3 +288,12 @@ def test_podgroups_read_their_metadata_as_before() -> None:
         assert (job.namespace, job.name, job.created) == (
             meta.namespace(obj), meta.name(obj), meta.parse_time(mm.get("creationTimestamp")))
         assert job.stale_since == (meta.parse_time(meta.annotations_of(obj).get(c.STALE_SINCE_ANNOTATION)) or None)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_annotation_reads_as_meta_reads_it(seed: int) -> None:
+    rng = random.Random(seed)
+    for i in range(400):
+        obj = _pod_object(rng, i)
+        for key in (c.GPU_DEVICES_ANNOTATION, c.POD_GROUP_ANNOTATION, "other", "absent"):
+            assert pods.annotation_text(obj, key) == meta.annotation(obj, key), obj

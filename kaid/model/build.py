@@ -21,7 +21,7 @@ from kaid.model.grouping import OWNER_KINDS, OwnerIndex
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot
-from kaid.model.pods import PodReader, is_reservation_pod, opened_by, read_pod
+from kaid.model.pods import PodReader, annotation_text, annotation_value, is_reservation_pod, opened_by, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
@@ -139,13 +139,15 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     pods: list[Pod] = []
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
+    sharing = cfg.gpuSharing
+    reserved_in = sharing.reservationNamespace  # (a reservation pod is read with it as its namespace)
     for obj in inp.pods:
         wanted, ours = pod_role(obj, cfg)
         if not wanted:
             continue  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
         pod_problems: list[Reason] = []
         pod = read(obj, pod_problems)
-        if is_reservation_pod(obj, cfg.gpuSharing):
+        if (not reserved_in or pod.namespace == reserved_in) and is_reservation_pod(obj, sharing):
             node = node_by_name.get(pod.node or "")
             if node is not None:
                 pod.gpu_whole = 0  # its device is counted on its group's pods, or alone (hold_reserved_device)
@@ -172,12 +174,12 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
 def place_pod(obj: Obj, pod: Pod, ours: bool) -> int | None:
     """A read pod's status from its node or the node it is pipelined onto (``pod.node`` becomes that node); the rank
     it is accounted in on that node when it holds resources there (``Holder``), else None."""
-    pipelined = meta.annotation(obj, c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
+    pipelined = annotation_text(obj, c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
     if pipelined and not pod.releasing:
         pod.node = pipelined
     if pipelined and pod.node:
         pod.status = PodStatus.PIPELINED
-        pod.pipeline_action = meta.annotation(obj, c.PIPELINED_ACTION_ANNOTATION)
+        pod.pipeline_action = annotation_text(obj, c.PIPELINED_ACTION_ANNOTATION)
         return 2
     if pod.node:
         pod.status = PodStatus.RELEASING if pod.releasing else \
@@ -216,15 +218,8 @@ def complete_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priori
         latest: float | None = None  # the latest mark of the pods read from an object (none: 0)
         for p in job.pods:
             if p.raw:
-                mark = _annotation_of(p.raw, c.STALE_SINCE_ANNOTATION)
+                mark = annotation_value(p.raw, c.STALE_SINCE_ANNOTATION)
                 when = 0.0 if mark is None else meta.parse_time(str(mark))
                 if latest is None or when > latest:
                     latest = when
         job.stale_since = latest or None
-
-
-def _annotation_of(obj: Obj, key: str) -> Any:
-    """One annotation as written (``meta.annotation`` without the text: most pods have none to read)."""
-    m = obj.get("metadata")
-    anns = m.get("annotations") if isinstance(m, dict) else None
-    return anns.get(key) if isinstance(anns, dict) else None

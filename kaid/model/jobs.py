@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from kaid.model.grouping import (
     top_owner,
 )
 from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason
-from kaid.model.pods import timestamp
+from kaid.model.pods import annotation_text, timestamp
 from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
@@ -105,7 +106,7 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
 def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],
                 cfg: SchedulerConfig, wait_for_owners: bool = False) -> Job:
     """The job a pod belongs to: the PodGroup it names, else its workload's (made on its first pod)."""
-    pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+    pg_name = annotation_text(obj, c.POD_GROUP_ANNOTATION)
     owner: Obj | None = None
     if pg_name:
         key = f"{pod.namespace}/{pg_name}"
@@ -163,11 +164,15 @@ def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg:
             job.topology, job.required_level, job.preferred_level = topology, required, preferred
 
 
+_NAME = attrgetter("name")
+
+
 def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
                topologies: Mapping[str, list[str]]) -> None:
     """Once every pod is in: the job's order, age, priority, preemptibility, and what is wrong with its queue
     or topology."""
-    job.pods.sort(key=lambda p: p.name)
+    if len(job.pods) > 1:
+        job.pods.sort(key=_NAME)
     if not job.created:
         job.created = min((p.created for p in job.pods), default=0.0)
     if job.priority_class:

@@ -140,6 +140,19 @@ def _devices(text: str) -> tuple[int, ...]:
             return ()
 
 
+def annotation_value(obj: Obj, key: str) -> Any:
+    """One annotation as written, None when absent (``meta.annotation`` without the text, in one call)."""
+    m = obj.get("metadata")
+    anns = m.get("annotations") if isinstance(m, dict) else None
+    return anns.get(key) if isinstance(anns, dict) else None
+
+
+def annotation_text(obj: Obj, key: str) -> str:
+    """``meta.annotation``: one annotation as text, empty when absent (asked of every pod)."""
+    value = annotation_value(obj, key)
+    return "" if value is None else str(value)
+
+
 def _text(values: Obj, key: str) -> str | None:
     """One label or annotation as text (``meta.string_map``'s reading of it), None when absent."""
     value = values.get(key)
