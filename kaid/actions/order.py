@@ -442,7 +442,11 @@ class ByQueue:
                 caps = self._caps_of(q)
             key = _key(q, asked, given, self.total, caps, q.allocated if self._allocated is None
                        else self._allocated[q.name])
-        e = self._entries[q.name] = _Entry(q.version, leaf, q, key)
+        e = self._entries.get(q.name)
+        if e is None:
+            e = self._entries[q.name] = _Entry(q.version, leaf, q, key)
+        else:  # (kept and written again: nothing holds an entry from one reading of its queue to the next)
+            e.version, e.leaf, e.key = q.version, leaf, key
         return e
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
