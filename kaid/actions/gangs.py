@@ -149,7 +149,7 @@ def tasks_to_allocate(job: Job, waiting: Collection[str] = PENDING) -> list[Pod]
     """The waiting pods to place next: the ones that bring every unsatisfied part of the gang to its minimum,
     or, once it runs, one elastic pod."""
     if not job.subgroups:  # one pod set: what ``_from_set`` does with it, without building the tree
-        return _from_pod_set(PodSet(DEFAULT_POD_SET, job.min_member, job.pods), waiting)
+        return _from_pods(job.pods, job.min_member, waiting)
     return _from_set(gang_of(job), waiting)
 
 
@@ -189,11 +189,16 @@ def domain_of_running(job: Job, session: Session) -> bytearray | None:
 
 
 def _from_pod_set(ps: PodSet, waiting: Collection[str]) -> list[Pod]:
-    """The first waiting pods in task order: as many as bring the set to its minimum, or one once it is there
-    (one pass over the pods for both counts; the one is the least, found without sorting them all)."""
+    """The first waiting pods in task order: as many as bring the set to its minimum, or one once it is there."""
+    return _from_pods(ps.pods, ps.min_available, waiting)
+
+
+def _from_pods(pods: list[Pod], min_available: int, waiting: Collection[str]) -> list[Pod]:
+    """``_from_pod_set`` of the pod set ``pods`` with its minimum (a job of one pod set builds none): one pass over
+    the pods for both counts; the one is the least, found without sorting them all."""
     pending: list[Pod] = []
     active = 0
-    for p in ps.pods:
+    for p in pods:
         status = p.status
         if status in waiting:
             pending.append(p)
@@ -201,9 +206,9 @@ def _from_pod_set(ps: PodSet, waiting: Collection[str]) -> list[Pod]:
             active += 1
     if len(pending) <= 1:  # no order to find among them: the one, or none
         return pending
-    if active >= ps.min_available:
+    if active >= min_available:
         return [min(pending, key=task_key)]
-    return sorted(pending, key=task_key)[: ps.min_available - active]
+    return sorted(pending, key=task_key)[: min_available - active]
 
 
 def eviction_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
