@@ -79,11 +79,7 @@ def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: 
     session stands now, whatever it does later; ``request``: what a job asks for next, if not ``request_of``;
     ``keys``: id(job) -> its ``job_key`` as it stands now, where the caller knows it)."""
     order = ByQueue(session.snap.queues, session.total, request or request_of(session), held_by, victims, frozen)
-    if keys is None:
-        order.push_all(jobs)
-    else:
-        for job in jobs:
-            order.push(job, keys.get(id(job)))
+    order.push_all(jobs, keys)
     return order
 
 
