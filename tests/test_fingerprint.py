@@ -23,7 +23,7 @@ from kaid.model.live import LiveModel
 from kaid.model.objects import Reason, Snapshot
 from kaid.sim.apply import apply
 from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
-from tests.test_live_model import Cache, _busy, _event, _fixed_queues, _outcome, _scribble_journaled
+from tests.test_live_model import _event, _outcome, _scribble_journaled, busy_model
 from tests.test_search_memory import CHANGES, _change, _digest
 
 Obj = dict[str, Any]
@@ -54,11 +54,7 @@ def run_kept_parts(seed: int, steps: int) -> tuple[int, int]:
     its objects, and two snapshots with the same fingerprint read the same. Returns (snapshots, distinct worlds)."""
     rng = random.Random(seed)
     cfg = SchedulerConfig()
-    model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5, shared=True)
-    cache = Cache()
-    for obj in [*_fixed_queues(), *_busy(rng)]:
-        model.upsert(obj)
-        cache.upsert(obj)
+    model, cache = busy_model(cfg, rng)
     now = 5000.0
     seen: dict[int, int] = {}  # the live fingerprint -> the plain one
     for _ in range(steps):

@@ -250,11 +250,7 @@ def run_live_cycles(seed: int, steps: int) -> None:
     every step the model's snapshot is the cold build of the same objects."""
     rng = random.Random(seed)
     cfg = SchedulerConfig()
-    model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5, shared=True)
-    cache = Cache()
-    for obj in [*_fixed_queues(), *_busy(rng)]:
-        model.upsert(obj)
-        cache.upsert(obj)
+    model, cache = busy_model(cfg, rng)
     now = 5000.0
     for _ in range(steps):
         if rng.random() < 0.8:  # (else the cycle's changes are taken back by the snapshot below)
@@ -272,6 +268,16 @@ def run_live_cycles(seed: int, steps: int) -> None:
                 _outcome(rng, decisions, model, cache, now)
         elif r < 0.5:
             _scribble_journaled(model.snapshot(now))
+
+
+def busy_model(cfg: SchedulerConfig, rng: random.Random) -> tuple[LiveModel, Cache]:
+    """A model that hands its own objects to the cycles (``shared``), and a plain cache, both fed ``_busy``."""
+    model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5, shared=True)
+    cache = Cache()
+    for obj in [*_fixed_queues(), *_busy(rng)]:
+        model.upsert(obj)
+        cache.upsert(obj)
+    return model, cache
 
 
 def _busy(rng: random.Random) -> list[Obj]:
