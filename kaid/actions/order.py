@@ -74,9 +74,11 @@ def _first(left: bool, right: bool) -> int:
 class _Entry:
     """What the order knows about one queue: the leaf it would serve next (None: no job below it), and the key
     of the rules that compare queues one at a time (``_key``) with that leaf's next job (or the victims it would
-    have given); valid while the queue's version stands and no leaf below it gained or lost a job."""
+    have given); valid while the queue's version stands and no leaf below it gained or lost a job. ``ask``: what
+    the key was worked out with (the head job's request and the victims given), as of pop number ``asked_at``
+    (every queue on the way reads them: in one pop, they are read once)."""
 
-    __slots__ = ("key", "leaf", "queue", "version")
+    __slots__ = ("ask", "asked_at", "key", "leaf", "queue", "version")
 
     def __init__(self, version: int, leaf: Queue | None, queue: Queue,
                  key: tuple[int, int, int, int, float, float] | None) -> None:
@@ -84,9 +86,15 @@ class _Entry:
         self.leaf = leaf
         self.queue = queue
         self.key = key
+        self.ask: tuple[Vec, Vec] = (ZERO, ZERO)
+        self.asked_at = -1
 
 
 Key = tuple[int, int, int, int, float, float]
+# what ``_key`` reads of a queue besides what it holds: its deserved share per resource (``math.inf``: unlimited),
+# its fair share, the amount its dominant share is counted against (``allocatable``, or the total where that is
+# unlimited), whether it has nothing allocatable, and its priority
+_Rules = tuple[float, float, float, int, int, int, int, int, int, bool, bool, bool, int]
 _Item = tuple[Key, int, str]  # (a child's key, negated for victims; its tie rank, 0 until ranked; its name)
 
 
@@ -137,7 +145,8 @@ class ByQueue:
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _roots: list[Queue] = field(default_factory=list)
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
-    _asked: dict[int, Vec] = field(default_factory=dict)  # id(job) -> its request, for one pop (each level asks)
+    _rules: dict[str, _Rules] = field(default_factory=dict)  # what ``_key`` reads of a queue but what it holds
+    _pops: int = 0  # pops so far: an entry's ``ask`` read in this pop is read again by the queues above it
     _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
     _job_keys: dict[int, JobKey] = field(default_factory=dict)  # ``frozen``: id(job) -> key
@@ -220,7 +229,7 @@ class ByQueue:
                 self._touch(self.queues[name])
 
     def pop(self) -> Job | None:
-        self._asked.clear()  # nothing changes during one pop: a leaf's head job is asked once, not once per level
+        self._pops += 1  # nothing changes during one pop: a leaf's head job is asked once, not once per level
         best = self._below(None)
         if best is None or best.leaf is None:
             return None
@@ -420,34 +429,50 @@ class ByQueue:
 
     def _entry(self, q: Queue) -> _Entry:
         """Work out the queue's entry again (its level found it changed)."""
+        ask: tuple[Vec, Vec] | None = None
         if q.children:
             below = self._below(q)
             leaf = below.leaf if below is not None else None
+            if below is not None and below.asked_at == self._pops:
+                ask = below.ask  # (read in this pop: as it would be read again)
         else:
             leaf = q if self.leaves.get(q.name) else None
         key = None
         if leaf is not None:
-            head = self.leaves[leaf.name][0]
-            if self.victims:
-                taken = self.held(head)
-                before = self._given.get(leaf.name, ZERO)
-                asked, given = ZERO, (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
-            else:
-                known = self._asked.get(id(head))
-                if known is None:
-                    known = self._asked[id(head)] = self.request(head)
-                asked, given = known, ZERO
-            caps = self._caps.get(q.name)
-            if caps is None:
-                caps = self._caps_of(q)
-            key = _key(q, asked, given, self.total, caps, q.allocated if self._allocated is None
-                       else self._allocated[q.name])
+            if ask is None:
+                ask = self._ask(leaf)
+            rules = self._rules.get(q.name)
+            if rules is None:
+                rules = self._rules_of(q)
+            key = _key(rules, ask[0], ask[1], q.allocated if self._allocated is None else self._allocated[q.name])
         e = self._entries.get(q.name)
         if e is None:
             e = self._entries[q.name] = _Entry(q.version, leaf, q, key)
         else:  # (kept and written again: nothing holds an entry from one reading of its queue to the next)
             e.version, e.leaf, e.key = q.version, leaf, key
+        if ask is not None:
+            e.ask, e.asked_at = ask, self._pops
         return e
+
+    def _ask(self, leaf: Queue) -> tuple[Vec, Vec]:
+        """What the leaf's head job asks for (serving) or what the victims taken from the leaf hold with it (victims):
+        (request, given), one of them zero."""
+        head = self.leaves[leaf.name][0]
+        if self.victims:
+            taken = self.held(head)
+            before = self._given.get(leaf.name, ZERO)
+            return ZERO, (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
+        return self.request(head), ZERO
+
+    def _rules_of(self, q: Queue) -> _Rules:
+        """What ``_key`` reads of a queue besides what it holds (fixed in a cycle, as its fair share is)."""
+        c0, c1, c2 = self._caps_of(q)
+        quota, fair, total = q.quota, q.fair, self.total
+        rules = self._rules[q.name] = (
+            _deserved(quota[0]), _deserved(quota[1]), _deserved(quota[2]), fair[0], fair[1], fair[2],
+            total[0] if c0 == UNLIMITED else c0, total[1] if c1 == UNLIMITED else c1,
+            total[2] if c2 == UNLIMITED else c2, c0 == 0, c1 == 0, c2 == 0, q.priority)
+        return rules
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
         """Negative when ``left`` is served (or, for victims, taken) first: by the keys where they differ, else by
@@ -477,57 +502,55 @@ def _tie(lq: Queue, rq: Queue, lcaps: tuple[int, int, int], rcaps: tuple[int, in
     return -1 if (lq.created, lq.name) < (rq.created, rq.name) else 1
 
 
+def _deserved(quota: int) -> float:
+    """A deserved share as ``_key`` compares it: unlimited as infinity."""
+    return math.inf if quota == UNLIMITED else quota
+
+
 def _smaller_caps(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
     """``a`` is nowhere larger than ``b`` and somewhere smaller (UNLIMITED: larger than any amount)."""
     return any(not _le(b[r], a[r]) for r in range(3)) and all(_le(a[r], b[r]) for r in range(3))
 
 
-def _key(q: Queue, request: Vec, given: Vec, total: Vec, caps: tuple[int, int, int],
-         held: list[int]) -> tuple[int, int, int, int, float, float]:
+def _key(rules: _Rules, request: Vec, given: Vec, held: list[int]) -> tuple[int, int, int, int, float, float]:
     """The rules of the queue order that look at one queue at a time, as a key: where two keys differ, the first
     rule that tells the queues apart is the first element that differs. ``request``: what the queue's next job
-    asks for, ``given``: what the victims taken from it so far hold (one of them is zero), ``caps``:
-    ``allocatable`` of the queue per resource (fixed for the cycle), ``held`` what it holds. The rules: not over
-    its fair share, within its deserved share with the request, no request for what it has no share of, the
-    dominant share with the request less the victims given, and without it; a resource with nothing allocatable
-    counts 1000 times what it holds. (It runs for every queue on the way at every pop: written out per resource,
-    the loop over them cost a third of it.)"""
-    quota, fair = q.quota, q.fair
+    asks for, ``given``: what the victims taken from it so far hold (one of them is zero), ``held`` what it holds.
+    The rules: not over its fair share, within its deserved share with the request, no request for what it has no
+    share of, the dominant share with the request less the victims given, and without it; a resource with nothing
+    allocatable counts 1000 times what it holds. (It runs for every queue on the way at every pop: written out per
+    resource, the loop over them cost a third of it.)"""
+    quota0, quota1, quota2, fair0, fair1, fair2, cap0, cap1, cap2, none0, none1, none2, priority = rules
     h0, h1, h2 = held
     a0, a1, a2 = h0 + request[0], h1 + request[1], h2 + request[2]
-    c0, c1, c2 = caps
-    over = fair[0] < h0 and fair[1] < h1 and fair[2] < h2
-    within = ((quota[0] == UNLIMITED or a0 <= quota[0]) and (quota[1] == UNLIMITED or a1 <= quota[1])
-              and (quota[2] == UNLIMITED or a2 <= quota[2]))
-    zero_share = (c0 == 0 and a0 > 0) or (c1 == 0 and a1 > 0) or (c2 == 0 and a2 > 0)
+    over = fair0 < h0 and fair1 < h1 and fair2 < h2
+    within = a0 <= quota0 and a1 <= quota1 and a2 <= quota2
+    zero_share = (none0 and a0 > 0) or (none1 and a1 > 0) or (none2 and a2 > 0)
     share_with = share = 0.0
     w: float
     d: float
-    cap = total[0] if c0 == UNLIMITED else c0
-    if cap == 0:
+    if cap0 == 0:
         w, d = (a0 - given[0]) * NO_SHARE_MULTIPLIER, h0 * NO_SHARE_MULTIPLIER
     else:
-        w, d = (a0 - given[0]) / cap, h0 / cap
+        w, d = (a0 - given[0]) / cap0, h0 / cap0
     if w > share_with:
         share_with = w
     if d > share:
         share = d
-    cap = total[1] if c1 == UNLIMITED else c1
-    if cap == 0:
+    if cap1 == 0:
         w, d = (a1 - given[1]) * NO_SHARE_MULTIPLIER, h1 * NO_SHARE_MULTIPLIER
     else:
-        w, d = (a1 - given[1]) / cap, h1 / cap
+        w, d = (a1 - given[1]) / cap1, h1 / cap1
     if w > share_with:
         share_with = w
     if d > share:
         share = d
-    cap = total[2] if c2 == UNLIMITED else c2
-    if cap == 0:
+    if cap2 == 0:
         w, d = (a2 - given[2]) * NO_SHARE_MULTIPLIER, h2 * NO_SHARE_MULTIPLIER
     else:
-        w, d = (a2 - given[2]) / cap, h2 / cap
+        w, d = (a2 - given[2]) / cap2, h2 / cap2
     if w > share_with:
         share_with = w
     if d > share:
         share = d
-    return (int(over), int(not within), -q.priority, int(zero_share), share_with, share)
+    return (int(over), int(not within), -priority, int(zero_share), share_with, share)
