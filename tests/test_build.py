@@ -177,3 +177,19 @@ def test_the_collector_sleeps_while_a_snapshot_is_read_and_is_left_as_it_was() -
     finally:
         (gc.enable if was else gc.disable)()
     assert seen == [False, False]
+
+
+def test_queue_charged_for_gpu_memory_by_the_node_it_is_on() -> None:
+    """A running gpu-memory pod counts for its queue as a share of its own node's devices; a pending one as a share of
+    the reference node's (the most memory per device); whole GPUs as they are; a releasing pod not at all."""
+    objs = [queue("q"), node("small", gpu_memory=40960), node("big", gpu_memory=81920),
+            pod("mem-run", queue="q", node_name="small", phase="Running", annotations={"gpu-memory": "20480"}),
+            pod("mem-wait", queue="q", annotations={"gpu-memory": "20480"}),
+            pod("whole-run", gpus=2, queue="q", node_name="big", phase="Running"),
+            pod("whole-wait", gpus=1, queue="q")]
+    gone = pod("whole-gone", gpus=1, queue="q", node_name="big", phase="Running")
+    gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    snap = build_snapshot([*objs, gone], SchedulerConfig())
+    q = snap.queues["q"]
+    assert q.allocated[GPU] == 500 + 2000  # 20480 of 40960 MiB, and two devices
+    assert q.requested[GPU] == 500 + 250 + 2000 + 1000  # the waiting one as 20480 of 81920 MiB

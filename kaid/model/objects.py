@@ -4,6 +4,7 @@ reason codes) is in ``kaid.model.vocabulary``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,13 @@ class Node:
         return f"Node({self.name}, idle={self.idle}/{self.gpus})"
 
 
+# the placement constraints of a pod that has none (``Pod``: tens of thousands are read per snapshot, and three new
+# empty containers each were work for the allocator and the garbage collector)
+_NO_SELECTOR: Mapping[str, str] = {}
+_NO_TERMS: Sequence[list[dict[str, Any]]] = []
+_NO_TOLERATIONS: Sequence[dict[str, Any]] = []
+
+
 class Pod:
     """A pod as the engine sees it: requests (cpu, memory, whole GPUs or a share of ``frac_devices`` GPUs),
     placement constraints, its ``status`` (a ``PodStatus``), node and devices, and the object it was read from."""
@@ -123,9 +131,10 @@ class Pod:
         self.frac_devices = 0  # devices a shared-GPU pod spans (0 when not shared)
         self.devices: tuple[int, ...] = ()
         self.gpu_group: str | None = None
-        self.node_selector: dict[str, str] = {}
-        self.affinity: list[list[dict[str, Any]]] = []  # required nodeSelectorTerms (OR of ANDs)
-        self.tolerations: list[dict[str, Any]] = []
+        # read from the object, never changed in place: a pod without them shares one empty container of each
+        self.node_selector: Mapping[str, str] = _NO_SELECTOR
+        self.affinity: Sequence[list[dict[str, Any]]] = _NO_TERMS  # required nodeSelectorTerms (OR of ANDs)
+        self.tolerations: Sequence[dict[str, Any]] = _NO_TOLERATIONS
         self.labels: dict[str, str] = {}
         self.created = 0.0
         self.started = 0.0

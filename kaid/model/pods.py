@@ -88,12 +88,11 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     if deletion:
         pod.releasing = True
         pod.deleted = timestamp(deletion)
-    pod.cpu, pod.mem, gpu = _amounts(spec, pod, problems)
-    if gpu != gpu.to_integral_value():
+    pod.cpu, pod.mem, pod.gpu_whole, part = _amounts(spec, pod, problems)
+    if part is not None:
         problems.append(Reason(
-            ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
+            ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {part} {c.GPU_RESOURCE}; whole devices only. "
             f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
-    pod.gpu_whole = int(gpu)
     ann = m.get("annotations")
     if not isinstance(ann, dict):
         ann = _NONE
@@ -173,14 +172,15 @@ def _read_constraints(pod: Pod, spec: Mapping[str, Any]) -> None:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
 
 
-Amounts = tuple[int, int, Decimal]  # cpu (milli), memory (bytes), whole GPUs as requested
+# cpu (milli), memory (bytes), whole GPUs (the request's whole part), and the GPU request where it is not whole
+Amounts = tuple[int, int, int, Decimal | None]
 _AMOUNTS: dict[tuple[Any, ...], Amounts] = {}  # a lone container's requests and limits
 _AMOUNTS_KEPT = 4096
 
 
 def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amounts:
-    """What the pod requests of cpu, memory and whole GPUs (``pod_requests``). A pod of one container, as most are,
-    asks what thousands of others ask: its amounts are remembered by its requests and limits as written."""
+    """What the pod requests of cpu, memory and GPUs (``pod_requests``; ``Amounts``). A pod of one container, as most
+    are, asks what thousands of others ask: its amounts are remembered by its requests and limits as written."""
     containers = spec.get("containers")
     key: tuple[Any, ...] | None = None
     if isinstance(containers, list) and len(containers) == 1 and isinstance(containers[0], dict) and \
@@ -200,9 +200,10 @@ def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amoun
         req = pod_requests(spec)
     except QuantityError as err:
         problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} has an unreadable resource request: {err}"))
-        return 0, 0, Decimal(0)
-    amounts = (int(to_milli(req.get("cpu", 0))), int(to_int(req.get("memory", 0))),
-               req.get(c.GPU_RESOURCE, Decimal(0)))
+        return 0, 0, 0, None
+    gpu = req.get(c.GPU_RESOURCE, Decimal(0))
+    whole = gpu == gpu.to_integral_value()
+    amounts = (int(to_milli(req.get("cpu", 0))), int(to_int(req.get("memory", 0))), int(gpu), None if whole else gpu)
     if key is not None and all(type(v) is str for part in (requests, limits) for v in part.values()):  # (1 == 1.0)
         if len(_AMOUNTS) >= _AMOUNTS_KEPT:
             _AMOUNTS.clear()

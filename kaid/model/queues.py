@@ -12,7 +12,7 @@ from kaid.api.crds import QueueSpec, validation_message
 from kaid.api.duration import parse_duration
 from kaid.model.nodes import reference_node
 from kaid.model.objects import UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, zero
-from kaid.model.vocabulary import CPU, GPU, MEM, ReasonCode
+from kaid.model.vocabulary import CPU, GPU, HOLDS_RESOURCES, MEM, ReasonCode
 
 Obj = dict[str, Any]
 
@@ -174,11 +174,17 @@ def account(snap: Snapshot) -> None:
         for pod in job.pods:
             if pod.releasing:
                 continue
-            g = pod.gpu_milli_on(node_by_name.get(pod.node) if pod.node else ref)
+            # (``gpu_milli_on`` and ``active`` inline: every pod of the snapshot is read here)
+            if pod.gpu_whole:
+                g = pod.gpu_whole * 1000
+            elif pod.frac_devices:
+                g = pod.gpu_milli_on(node_by_name.get(pod.node) if pod.node else ref)
+            else:
+                g = 0
             rg += g
             rc += pod.cpu
             rm += pod.mem
-            if pod.active:
+            if pod.status in HOLDS_RESOURCES:
                 ag += g
                 ac += pod.cpu
                 am += pod.mem

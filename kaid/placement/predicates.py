@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from kaid.model.objects import Node, Pod
@@ -9,7 +10,7 @@ from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
 
 
-def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+def tolerates(tolerations: Sequence[dict[str, Any]], taint: dict[str, Any]) -> bool:
     """Whether one of the tolerations tolerates the taint (kube-scheduler's rule)."""
     for tol in tolerations:
         effect = tol.get("effect")
