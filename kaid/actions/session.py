@@ -148,9 +148,9 @@ class Session:
             self.on_commit([op for op in self.ops[checkpoint:] if op.kind == OpKind.ALLOCATE])
 
     def _charge(self, pod: Pod, node: Node, sign: int) -> None:
-        q = self.snap.queues.get(pod.job.queue) if pod.job else None
-        if q is not None and pod.job is not None:
-            charge(q, pod_vector(pod, node), not pod.job.preemptible, sign)
+        job = pod.job
+        if job is not None and (q := self.snap.queues.get(job.queue)) is not None:
+            charge(q, pod_vector(pod, node), not job.preemptible, sign)
 
     def checkpoint(self) -> int:
         """A point to ``rollback`` or ``undo`` to."""
@@ -158,8 +158,7 @@ class Session:
 
     def _place(self, kind: OpKind, status: str, pod: Pod, node: Node, devices: Devices, action: str,
                by: str | None) -> None:
-        op = Op(kind, pod, node, devices, action, by=by, prev_status=pod.status, prev_node=pod.node,
-                prev_devices=pod.devices)
+        op = Op(kind, pod, node, devices, action, by, "", pod.status, pod.node, pod.devices)
         if self._journal is not None:
             self._journal.pod(pod)
         self.index.assign(node, pod, devices)
