@@ -18,7 +18,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, heapreplace
 from itertools import pairwise
 from operator import itemgetter
 
@@ -291,7 +291,10 @@ class ByQueue:
                 if victims:
                     key = (-key[0], -key[1], -key[2], -key[3], -key[4], -key[5])  # the heap keeps the least
                 item = items[name] = (key, 0 if ranks is None else ranks[name], name)
-                heappush(heap, item)
+                if heap and heap[0][2] == name:  # its old item on top (most often: the child just served) is
+                    heapreplace(heap, item)  # dropped in the same sift (every item of a child read again is stale)
+                else:
+                    heappush(heap, item)
             if len(heap) > 2 * len(items) + 8:  # drop the items that no longer stand
                 heap[:] = items.values()
                 heapify(heap)
