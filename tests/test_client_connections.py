@@ -1,6 +1,7 @@
-"""kaid's client speaks HTTP/1.1 itself for requests (``kaid.kube.client._Connection``): against a server on
-loopback that answers each way HTTP allows (a Content-Length, chunks with extensions and trailers, up to the end of
-the connection, no body), closes connections when it likes, and counts the connections it was sent requests on."""
+"""kaid's client speaks HTTP/1.1 itself (``kaid.kube.client._Connection``) for requests, lists and watches: against
+a server on loopback that answers each way HTTP allows (a Content-Length, chunks with extensions and trailers, up to
+the end of the connection, no body), closes connections when it likes, and counts the connections it was sent
+requests on."""
 
 from __future__ import annotations
 
@@ -159,4 +160,61 @@ def test_many_threads_share_the_kept_connections(server: Server) -> None:
         t.join(30)
     assert not errors, errors[:2]
     assert len(server.requests) == 800 and server.connections <= 16
+    client.close()
+
+
+def _pod(i: int) -> dict[str, object]:
+    return {"metadata": {"name": f"p{i}", "managedFields": [{"manager": "m"}], "labels": {"a": "b" * 50}},
+            "spec": {"nodeName": "n", "x": [i, 2.5e16, None]}}
+
+
+def test_lists_and_watches_stream_every_way_and_keep_their_connection(server: Server) -> None:
+    """A list (decoded while it arrives, in 7-byte chunks here) and a watch's events, over each way of answering;
+    a whole answer leaves its connection to the next request, one read in part (a watch left early) closes it."""
+    items = [_pod(i) for i in range(300)]
+    listed = json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "42"}, "items": items}).encode()
+    events = b"".join(json.dumps({"type": "ADDED", "object": p}).encode() + b"\n" for p in items[:20])
+    want = [{**p, "metadata": {k: v for k, v in p["metadata"].items() if k != "managedFields"}}  # type: ignore[attr-defined]
+            for p in items]
+    for style in ("chunked", "length", "close", "http10"):
+        server.answers = {"/list": (style, 200, listed), "/watch": (style, 200, events),
+                          "/len": ("length", 200, b'{"c": 3}')}
+        client = _client(server)
+        before = server.connections
+        got: list[dict[str, object]] = []
+        head = client.list("/list", got.append, limit=500)
+        assert head == {"kind": "PodList", "metadata": {"resourceVersion": "42"}} and got == want, style
+        assert [e["object"] for e in client.watch("/watch", "42", timeout_seconds=5)] == want[:20], style
+        assert client.request("GET", "/len") == {"c": 3}
+        kept = style in ("chunked", "length")
+        assert server.connections - before == (1 if kept else 3), style
+        client.close()
+    method, path, _, headers = server.requests[-2]
+    assert method == "GET" and path.startswith("/watch?") and "resourceVersion=42" in path and \
+        "timeoutSeconds=5" in path and headers["authorization"] == "Bearer t0k3n"
+
+    server.answers["/watch"] = ("chunked", 200, events)
+    client = _client(server)
+    before = server.connections
+    watch = client.watch("/watch", "42")
+    assert next(watch)["object"] == want[0]
+    watch.close()  # left before its end: that connection is not handed out again
+    assert client.request("GET", "/len") == {"c": 3}
+    assert server.connections - before == 2
+    client.close()
+
+
+def test_a_list_or_watch_refused_says_why_and_keeps_the_connection(server: Server) -> None:
+    server.answers = {"/gone": ("chunked", 410, b'{"kind": "Status", "reason": "Expired", "message": "too old"}'),
+                      "/denied": ("length", 403, b'{"reason": "Forbidden", "message": "no"}'),
+                      "/len": ("length", 200, b'{"c": 3}')}
+    client = _client(server)
+    with pytest.raises(ApiError) as err:
+        list(client.watch("/gone", "1"))
+    assert (err.value.status, err.value.reason, err.value.message) == (410, "Expired", "too old")
+    with pytest.raises(ApiError) as err:
+        client.list("/denied", lambda _: None)
+    assert (err.value.status, err.value.message) == (403, "no")
+    assert client.request("GET", "/len") == {"c": 3}
+    assert server.connections == 1
     client.close()

@@ -1,5 +1,5 @@
-"""A small Kubernetes REST client that keeps raw JSON dicts: requests over HTTP/1.1 connections of its own
-(``_Connection``), lists and watches, which stream, over urllib3.
+"""A small Kubernetes REST client that keeps raw JSON dicts, over HTTP/1.1 connections of its own (``_Connection``):
+requests, and lists and watches, whose answers stream.
 
 The generated client models of the ``kubernetes`` package are too slow for a scheduler's hot path; its
 config loaders are still used to read a kubeconfig or the in-cluster service account. Every request
@@ -17,24 +17,22 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
-import urllib3
-from urllib3.util.ssl_ import create_urllib3_context
 
 from kaid.kube.auth import Auth, AuthError
 
 Obj = dict[str, Any]
 log = logging.getLogger("kaid.kube.client")
-# Connections kept open to the API server, by urllib3 (lists and watches) and for requests (``_Connection``) each.
-# kaid's one client has, at once, a watch per informer (up to 18, each held for minutes), its bind workers (up to 32:
-# kaid.kube.actuator.bind_workers) and a few more (leader election, reads); a connection handed back beyond this many
-# is closed (urllib3 warned "Connection pool is full, discarding connection" 13-14 times per bench_kube run at 32),
-# and later requests pay a new TLS handshake.
+# Connections kept open to the API server. kaid's one client has, at once, a watch per informer (up to 18, each held
+# for minutes), its bind workers (up to 32: kaid.kube.actuator.bind_workers) and a few more (leader election, reads); a
+# connection handed back beyond this many is closed (urllib3, which served lists and watches before, warned "Connection
+# pool is full, discarding connection" 13-14 times per bench_kube run at 32), and later requests pay a new TLS
+# handshake.
 POOL_CONNECTIONS = 64
 
 
@@ -86,9 +84,10 @@ class RateLimiter:
 class _Connection:
     """One HTTP/1.1 connection to the API server, kept open from one request to the next (``KubeClient.request``):
     the request goes out in one write and the answer is read with little more than a search for its end. urllib3
-    (still used for lists and watches, which stream) spends three to four times the CPU per request: 1.0-1.2 ms
-    against 0.27-0.29 ms a bind, 32 threads binding 1,000 pods; bench_kube's backlog is 4,000 binds on 2 CPUs that
-    the API server needs. Answers come with a Content-Length, chunked, or until the connection ends."""
+    (which kaid used before) spends three to four times the CPU per request: 1.0-1.2 ms against 0.27-0.29 ms a bind,
+    32 threads binding 1,000 pods; bench_kube's backlog is 4,000 binds on 2 CPUs that the API server needs. Answers
+    come with a Content-Length, chunked, or until the connection ends; a list's or a watch's is read as it arrives
+    (``begin``, ``pieces``)."""
 
     def __init__(self, sock: socket.socket, generation: int) -> None:
         self.sock = sock
@@ -110,6 +109,21 @@ class _Connection:
 
     def exchange(self, request: bytes, timeout: float) -> tuple[int, str, bytes, bool]:
         """Send ``request``: the answer's status, reason, body, and whether the connection may serve another."""
+        status, reason, framing, keep = self.begin(request, timeout)
+        if framing == "chunked":
+            body = self._chunked()
+        elif isinstance(framing, int):
+            body = self._exactly(framing)
+        elif framing == "to-end":
+            body = self._to_end()
+        else:
+            body = b""
+        return status, reason, body, keep
+
+    def begin(self, request: bytes, timeout: float) -> tuple[int, str, int | str, bool]:
+        """Send ``request`` and read the head of its answer: status, reason, how its body comes (``"chunked"``, its
+        length, ``"to-end"`` of the connection, or ``"none"``) and whether the connection may serve another once
+        the body is read. ``timeout``: for each read."""
         self.sock.settimeout(timeout)
         self.sock.sendall(request)
         head = self._until(b"\r\n\r\n")
@@ -124,15 +138,39 @@ class _Connection:
         keep = version == b"HTTP/1.1" and headers.get(b"connection", b"").lower() != b"close"
         if status < 200:
             raise ValueError(f"the API server answered {status} {reason!r}, an interim answer never asked for")
+        framing: int | str
         if status in (204, 304):
-            body = b""
+            framing = "none"
         elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-            body = self._chunked()
+            framing = "chunked"
         elif b"content-length" in headers:
-            body = self._exactly(int(headers[b"content-length"]))
+            framing = int(headers[b"content-length"])
         else:
-            body, keep = self._to_end(), False
-        return status, reason.decode("latin-1"), body, keep
+            framing, keep = "to-end", False
+        return status, reason.decode("latin-1"), framing, keep
+
+    def pieces(self, framing: int | str) -> Iterator[bytes]:
+        """The body of the answer ``begin`` read the head of, in pieces as they arrive (a watch's events as the
+        server sends them; a list's items while the server still encodes the rest)."""
+        if framing == "chunked":
+            while size := int(self._until(b"\r\n").split(b";", 1)[0], 16):
+                yield from self._upto(size)
+                self._exactly(2)  # the chunk's CRLF
+            while self._until(b"\r\n"):  # trailers, up to an empty line
+                pass
+        elif isinstance(framing, int):
+            yield from self._upto(framing)
+        elif framing == "to-end":
+            yield self._to_end()
+
+    def _upto(self, size: int) -> Iterator[bytes]:
+        """The next ``size`` bytes, in the pieces they arrive in."""
+        while size:
+            if not self.buf:
+                self._fill()
+            piece, self.buf = self.buf[:size], self.buf[size:]
+            size -= len(piece)
+            yield piece
 
     def _fill(self) -> None:
         chunk = self.sock.recv(65536)
@@ -186,47 +224,42 @@ class KubeClient:
                 self._ca_pem = Path(ca_file).read_bytes()
         self._tls_generation = -1
         self._tls_lock = threading.Lock()
-        self.http: urllib3.PoolManager = self._pool()  # lists and watches
+        self._load_tls()
         self.limiter = RateLimiter(qps, burst)
         url = urlsplit(self.host)
         self._tls = url.scheme == "https"
         self._address = (url.hostname or "localhost", url.port or (443 if self._tls else 80))
         self._prefix = url.path.rstrip("/")  # a server behind a path (a proxy's)
-        self._head = f"Host: {url.netloc}\r\nUser-Agent: kaid/0.1\r\nAccept: application/json\r\n"
+        self._head_fields = f"Host: {url.netloc}\r\nUser-Agent: kaid/0.1\r\nAccept: application/json\r\n"
         self._idle: list[_Connection] = []  # kept connections for requests (``request``), the last used on top
         self._idle_lock = threading.Lock()
 
-    def _pool(self) -> urllib3.PoolManager:
-        """Connections with the current TLS context: made from the kubeconfig's files once, and again when an
-        exec plugin hands out a new client certificate (``Auth.tls``)."""
+    def _load_tls(self) -> None:
+        """The TLS context of new connections: made from the kubeconfig's files once, and again when an exec plugin
+        hands out a new client certificate (``Auth.tls``; connections of an older one are not used again)."""
         pem = self.auth.tls()
         self._tls_generation = self.auth.generation
         if pem is not None:
             self._ssl = _tls_context_pem(self._ca_pem, self._ca, pem, self._verify)
         elif self._ssl is None:
             self._ssl = _tls_context(self._ca, self._cert, self._key, self._verify)
-        return urllib3.PoolManager(maxsize=POOL_CONNECTIONS, retries=False, ssl_context=self._ssl,
-                                   cert_reqs="CERT_REQUIRED" if self._verify else "CERT_NONE")
 
-    def _connections(self) -> urllib3.PoolManager:
+    def _current_tls(self) -> None:
         if self.auth.generation != self._tls_generation:
             with self._tls_lock:
                 if self.auth.generation != self._tls_generation:
-                    old, self.http = self.http, self._pool()
-                    old.clear()
-        return self.http
+                    self._load_tls()
 
     def with_limits(self, qps: float, burst: int) -> KubeClient:
-        """The same identity (and credentials, reloaded together) with its own connection pool and rate limit (for
-        status and events, so they never hold up binds)."""
+        """The same identity (and credentials, reloaded together) with its own connections and rate limit (for status
+        and events, so they never hold up binds)."""
         twin = KubeClient(self.host, ca_file=None, cert_file=self._cert, key_file=self._key, verify=self._verify,
                           qps=qps, burst=burst, auth=self.auth, ssl_context=self._ssl)
         twin._ca, twin._ca_pem = self._ca, self._ca_pem
         return twin
 
     def close(self) -> None:
-        """Close the connections (temporary key and certificate files were removed once loaded)."""
-        self.http.clear()
+        """Close the idle connections (temporary key and certificate files were removed once loaded)."""
         with self._idle_lock:
             idle, self._idle = self._idle, []
         for conn in idle:
@@ -269,42 +302,6 @@ class KubeClient:
         return cls(cfg.host, ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file, key_file=cfg.key_file, token=token,
                    verify=cfg.verify_ssl, qps=qps, burst=burst)
 
-    def _headers(self, content_type: str | None, token: str | None) -> dict[str, str]:
-        h = {"Accept": "application/json", "User-Agent": "kaid/0.1"}
-        if content_type:
-            h["Content-Type"] = content_type
-        if token:
-            h["Authorization"] = f"Bearer {token}"
-        return h
-
-    def _send(self, method: str, url: str, *, body: bytes | None = None, content_type: str | None = None,
-              stream: bool = False, timeout: urllib3.Timeout) -> Any:
-        """One request with the current credentials; after a 401, fresh credentials (a token file read again, an
-        exec plugin run again) and, when they differ, the request once more."""
-        for attempt in (0, 1):
-            self.limiter.take()
-            try:
-                token = self.auth.token()
-                pool = self._connections()
-            except AuthError as err:  # an exec plugin that fails now: this request cannot be authenticated
-                raise ApiError(401, "Unauthorized", {"message": str(err)}) from None
-            resp = pool.request(method, url, body=body, headers=self._headers(content_type, token),
-                                preload_content=not stream, timeout=timeout)
-            if resp.status != 401 or attempt == 1:
-                return resp
-            try:
-                fresh = self.auth.refresh(token)
-            except AuthError as err:
-                log.warning("%s %s: 401 Unauthorized, and no fresh credentials: %s", method, url.split("?", 1)[0], err)
-                return resp
-            if not fresh:
-                return resp
-            log.info("%s %s: 401 Unauthorized; sent again with fresh credentials", method, url.split("?", 1)[0])
-            if stream:
-                resp.drain_conn()
-                resp.release_conn()
-        raise AssertionError("unreachable")
-
     def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
                 content_type: str | None = None, timeout: float = 30.0) -> Obj:
         """One request and its answer decoded, over a kept connection (``_Connection``); ApiError from 400 on."""
@@ -312,46 +309,82 @@ class KubeClient:
         data = None if body is None else dumps(body)
         ctype = content_type or ("application/json" if body is not None else None)
         status, reason, answer = self._exchange(method, target, data, ctype, timeout)
-        payload: Obj = {}
-        if answer:
-            try:
-                payload = loads(answer)
-            except ValueError:
-                payload = {"message": answer[:500].decode(errors="replace")}
         if status >= 400:
-            raise ApiError(status, str(payload.get("reason") or reason), payload)
-        return payload
+            raise _error(status, reason, answer)
+        try:
+            return loads(answer) if answer else {}
+        except ValueError:
+            return {"message": answer[:500].decode(errors="replace")}
 
     def _exchange(self, method: str, target: str, body: bytes | None, content_type: str | None,
                   timeout: float) -> tuple[int, str, bytes]:
         """Status, reason and body of one request with the current credentials; after a 401, fresh credentials
-        and, when they differ, the request once more (as ``_send``)."""
+        and, when they differ, the request once more."""
         for attempt in (0, 1):
-            self.limiter.take()
-            try:
-                token = self.auth.token()
-                self._connections()  # the TLS context of the current client certificate
-            except AuthError as err:  # an exec plugin that fails now: this request cannot be authenticated
-                raise ApiError(401, "Unauthorized", {"message": str(err)}) from None
-            head = f"{method} {self._prefix}{target} HTTP/1.1\r\n{self._head}"
-            if content_type:
-                head += f"Content-Type: {content_type}\r\n"
-            if body is not None or method in ("POST", "PUT", "PATCH"):
-                head += f"Content-Length: {len(body or b'')}\r\n"
-            if token:
-                head += f"Authorization: Bearer {token}\r\n"
-            status, reason, answer = self._over_connection((head + "\r\n").encode() + (body or b""), timeout)
-            if status != 401 or attempt == 1:
+            token = self._credentials()
+            request = self._head(method, target, body, content_type, token) + (body or b"")
+            status, reason, answer = self._over_connection(request, timeout)
+            if status != 401 or attempt == 1 or not self._fresh_credentials(token, method, target):
                 return status, reason, answer
-            try:
-                fresh = self.auth.refresh(token)
-            except AuthError as err:
-                log.warning("%s %s: 401 Unauthorized, and no fresh credentials: %s", method, target.split("?", 1)[0],
-                            err)
-                return status, reason, answer
-            if not fresh:
-                return status, reason, answer
+        raise AssertionError("unreachable")
+
+    def _credentials(self) -> str | None:
+        """A token of the rate limit, then the bearer token to send (None: none) with the TLS context current."""
+        self.limiter.take()
+        try:
+            token = self.auth.token()
+            self._current_tls()  # the TLS context of the current client certificate
+        except AuthError as err:  # an exec plugin that fails now: this request cannot be authenticated
+            raise ApiError(401, "Unauthorized", {"message": str(err)}) from None
+        return token
+
+    def _head(self, method: str, target: str, body: bytes | None, content_type: str | None,
+              token: str | None) -> bytes:
+        head = f"{method} {self._prefix}{target} HTTP/1.1\r\n{self._head_fields}"
+        if content_type:
+            head += f"Content-Type: {content_type}\r\n"
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            head += f"Content-Length: {len(body or b'')}\r\n"
+        if token:
+            head += f"Authorization: Bearer {token}\r\n"
+        return (head + "\r\n").encode()
+
+    def _fresh_credentials(self, token: str | None, method: str, target: str) -> bool:
+        """After a 401: whether fresh credentials differ from ``token`` (then the request goes once more)."""
+        try:
+            fresh = self.auth.refresh(token)
+        except AuthError as err:
+            log.warning("%s %s: 401 Unauthorized, and no fresh credentials: %s", method, target.split("?", 1)[0], err)
+            return False
+        if fresh:
             log.info("%s %s: 401 Unauthorized; sent again with fresh credentials", method, target.split("?", 1)[0])
+        return bool(fresh)
+
+    def _stream(self, target: str, timeout: float) -> Iterator[bytes]:
+        """GET ``target`` (a list or a watch) over a kept connection, or a new one: the pieces of the answer's body as
+        they arrive; ApiError from 400 on; after a 401, as ``_exchange``. ``timeout``: for each read. The connection
+        is kept for another request once the whole answer is read, closed if the reader stops before."""
+        for attempt in (0, 1):
+            token = self._credentials()
+            request = self._head("GET", target, None, None, token)
+            conn = self._checkout()
+            whole = keep = False
+            try:
+                status, reason, framing, keep = conn.begin(request, timeout)
+                if status < 400:
+                    yield from conn.pieces(framing)
+                    whole = True
+                    return
+                answer = b"".join(conn.pieces(framing))
+                whole = True
+            finally:
+                if whole and keep:
+                    self._checkin(conn)
+                else:
+                    conn.close()
+            if status == 401 and attempt == 0 and self._fresh_credentials(token, "GET", target):
+                continue
+            raise _error(status, reason, answer)
         raise AssertionError("unreachable")
 
     def _over_connection(self, request: bytes, timeout: float) -> tuple[int, str, bytes]:
@@ -408,7 +441,7 @@ class KubeClient:
             except ApiError as err:
                 if attempt == retries or not (err.status == 429 or err.status >= 500):
                     raise
-            except (urllib3.exceptions.HTTPError, OSError):
+            except OSError:  # (a dropped connection, a timeout)
                 if attempt == retries:
                     raise
             time.sleep(delay)
@@ -419,17 +452,10 @@ class KubeClient:
         """GET a collection, handing each item to ``on_item`` as soon as its bytes have arrived (so the
         decoding overlaps the server's streaming of the rest); returns the list without ``items``. Items come
         without ``metadata.managedFields`` (see ``without_managed_fields``)."""
-        url = self.host + path + (("?" + urlencode(params)) if params else "")
-        resp = self._send("GET", url, stream=True, timeout=urllib3.Timeout(connect=10.0, read=timeout))
-        try:
-            if resp.status >= 400:
-                raise _error(resp)
-            decoder = ListDecoder(on_item)
-            while chunk := resp.read(1 << 16):
-                decoder.feed(chunk)
-            return decoder.close()
-        finally:
-            resp.release_conn()
+        decoder = ListDecoder(on_item)
+        for piece in self._stream(path + (("?" + urlencode(params)) if params else ""), timeout):
+            decoder.feed(piece)
+        return decoder.close()
 
     def create(self, path: str, obj: Obj) -> Obj:
         return self.request("POST", path, obj)
@@ -440,34 +466,34 @@ class KubeClient:
     def strategic_patch(self, path: str, patch: Obj) -> Obj:
         return self.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json")
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Generator[Obj, None, None]:
         """Events of a watch from ``resource_version``; ends when the server closes the stream. Objects come
         without ``metadata.managedFields``, as a list's items do."""
         params = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
-        url = self.host + path + "?" + urlencode(params)
-        resp = self._send("GET", url, stream=True, timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30))
-        try:
-            if resp.status >= 400:
-                raise _error(resp)
-            buf = b""
-            for chunk in resp.stream(65536):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        event = loads(without_managed_fields(line.decode()))
-                        _drop_managed_fields(event.get("object"))
-                        yield event
-        finally:
-            resp.release_conn()
+        buf = b""
+        for piece in self._stream(f"{path}?{urlencode(params)}", timeout_seconds + 30):
+            buf += piece
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    event = loads(without_managed_fields(line.decode()))
+                    _drop_managed_fields(event.get("object"))
+                    yield event
 
 
 def _tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool) -> ssl.SSLContext:
-    """One TLS context for every connection of a client, its CA and client certificate loaded once: urllib3
-    otherwise makes a context per connection and reads the files again (a starting kaid opens about 40
-    connections at once, a list and a watch per resource; that was a quarter of their threads' time)."""
-    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED if verify else ssl.CERT_NONE)
+    """One TLS context for every connection of a client, its CA and client certificate loaded once (a starting kaid
+    opens about 40 connections at once, a list and a watch per resource; with a context per connection, reading the
+    files again was a quarter of their threads' time). urllib3's settings: TLS 1.2 at least, no compression, no
+    session tickets, the host name checked (not the subject's common name) when the certificate is."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_TICKET
+    ctx.post_handshake_auth = True
+    ctx.check_hostname = verify
+    ctx.verify_mode = ssl.CERT_REQUIRED if verify else ssl.CERT_NONE
+    ctx.hostname_checks_common_name = False
     try:
         if verify:
             if ca_file:
@@ -518,14 +544,13 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj).encode()
 
 
-def _error(resp: Any) -> ApiError:
-    """The ApiError of a streamed response that failed (its body read whole: a Status object)."""
-    body = resp.read()
+def _error(status: int, reason: str, answer: bytes) -> ApiError:
+    """The ApiError of an answer from 400 on (its body: a Status object, as a rule)."""
     try:
-        payload = loads(body) if body else {}
+        payload = loads(answer) if answer else {}
     except ValueError:
-        payload = {"message": body[:500].decode(errors="replace")}
-    return ApiError(resp.status, str(payload.get("reason") or resp.reason), payload)
+        payload = {"message": answer[:500].decode(errors="replace")}
+    return ApiError(status, str(payload.get("reason") or reason), payload)
 
 
 _MANAGED_FIELDS = ',"managedFields":['
