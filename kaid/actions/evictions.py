@@ -14,7 +14,7 @@ from typing import Protocol
 from kaid.actions import by_node, gangs
 from kaid.actions.memory import Miss
 from kaid.actions.order import ByQueue, JobKey, job_key
-from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle
+from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle, skip_alike
 from kaid.actions.session import Session, VictimStats
 from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, units_of
@@ -172,10 +172,11 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
+        if _passed_over(job, failed):  # the session stays as it was: so do the turns of the jobs alike after it
+            skip_alike(order, job, lambda j: _passed_over(j, failed))
+            continue
         batch = gangs.tasks_to_allocate(job)
         shape = _shape(job, batch)
-        if not batch or shape in failed:
-            continue
         searches += 1
         clean = misses is not None and len(session.ops) == start  # the world is still the one the memory names
         miss = known.get(job.key) if clean else None
@@ -320,6 +321,13 @@ def _has_running(job: Job) -> bool:
 
 def _has_pending(job: Job) -> bool:
     return any(p.status == PodStatus.PENDING for p in job.pods)
+
+
+def _passed_over(job: Job, failed: set[tuple[object, ...]]) -> bool:
+    """Whether an action passes ``job`` over without a search: nothing of it to place, or a job alike (``_shape``)
+    found nothing in this action."""
+    batch = gangs.tasks_to_allocate(job)
+    return not batch or _shape(job, batch) in failed
 
 
 def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:

@@ -253,17 +253,17 @@ def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
                 del leaves[job.queue]
             yield job
         else:
-            _skip_alike(order, job, left)
+            skip_alike(order, job, lambda j: id(j) not in left)
 
 
-def _skip_alike(order: ByQueue, job: Job, left: set[int]) -> None:
-    """After ``job``, no one's turn, was popped: hand out the jobs after it in its leaf that ask what it asked, up
-    to the next involved one, without the pops. A pop that hands out no one's turn changes nothing but its leaf's
-    head, and a leaf's place in the order reads its head's request alone (at every level of the tree: the key of
-    each rule, and the tie rules read the queues only), so each of those pops would pick the same leaf again."""
+def skip_alike(order: ByQueue, job: Job, passed: Callable[[Job], bool]) -> None:
+    """After ``job`` was popped and its turn changed nothing: hand out the jobs after it in its leaf whose turns
+    change nothing either (``passed``) and that ask what it asked, without the pops. A pop that changes nothing but
+    its leaf's head picks its leaf by that head's request alone (at every level of the tree: the key of each rule,
+    and the tie rules read the queues only), so each of those pops would pick the same leaf again."""
     asked = order.request(job)
     line = order.leaves[job.queue]
-    while line and id(line[0]) not in left and order.request(line[0]) == asked:
+    while line and passed(line[0]) and order.request(line[0]) == asked:
         order.skip(job.queue)
 
 
