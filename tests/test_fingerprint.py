@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kaid.actions.memory import SearchMemory, fingerprint
+from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
@@ -21,7 +22,9 @@ from kaid.model.fingerprint import ObjectParts, job_part, label_part, node_part,
 from kaid.model.journal import job_errors
 from kaid.model.live import LiveModel
 from kaid.model.objects import Reason, Snapshot
+from kaid.model.vocabulary import PodStatus
 from kaid.sim.apply import apply
+from tests.objects import node, pod, queue
 from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
 from tests.test_live_model import _event, _outcome, _scribble_journaled, busy_model
 from tests.test_search_memory import CHANGES, _change, _digest
@@ -141,3 +144,32 @@ def test_memory_on_live_snapshots_changes_no_decision(case: Case, changes: list[
     event(f"vain searches skipped: {'some' if hits else 'none'}")
     for k, (a, b) in enumerate(zip(without, with_memory, strict=True)):
         assert a == b, f"cycle {k + 1} differs"
+
+
+def test_holders_read_again_with_their_node() -> None:
+    """A node read again makes its pods' templates again, and the model hashes again only those whose accounting
+    changed (``fingerprint.accounted``): a shared-GPU pod whose group's opener left opens a group of its own on the
+    same device, a whole-GPU pod gets the device it recorded once the pod that held it left, and the pods of a node
+    gone are NODE_GONE. The kept parts stay those of the objects (mutants that leave the group, the devices or the
+    status out of ``accounted`` fail here)."""
+    model = LiveModel(SchedulerConfig())
+    objs = [node("n0", gpus=1), node("n1", gpus=2), queue("q")]
+    half = {c.GPU_FRACTION_ANNOTATION: "0.5"}
+    for i, (on, amounts) in enumerate([("n0", half), ("n0", half), ("n0", None), ("n1", 1), ("n1", 1)]):
+        p = pod(f"p{i}", gpus=amounts if isinstance(amounts, int) else 0, queue="q", node_name=on,
+                annotations={**(amounts if isinstance(amounts, dict) else {}),
+                             **({c.GPU_DEVICES_ANNOTATION: "0"} if amounts else {})},
+                created=f"2026-01-01T00:00:0{i}Z")  # (the GPU pods all recorded device 0)
+        p["metadata"]["uid"] = f"uid-{i}"
+        objs.append(p)
+    for obj in objs:
+        model.upsert(obj)
+    seen = [{p.key: (p.gpu_group, p.devices, p.status) for p in model.snapshot(NOW).pods}]
+    for change in ("default/p0", "default/p3", "/n0"):
+        model.delete("Node" if change.startswith("/") else "Pod", change)
+        snap = model.snapshot(NOW)
+        assert snap.parts is not None and _same(snap.parts, plain_parts(model, snap))
+        seen.append({p.key: (p.gpu_group, p.devices, p.status) for p in snap.pods})
+    assert [s["default/p1"][0] for s in seen[:2]] == ["uid-0", "uid-1"]  # its group, then one of its own
+    assert [s["default/p4"][1] for s in seen[1:3]] == [(1,), (0,)]  # the next device, then the one it recorded
+    assert seen[3]["default/p2"][2] == PodStatus.NODE_GONE

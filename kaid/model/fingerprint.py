@@ -29,6 +29,13 @@ def pod_fields(p: Pod) -> tuple[object, ...]:
             p.gpu_mem_mib, p.frac_devices, p.sig, p.pipeline_action)
 
 
+def accounted(p: Pod) -> tuple[object, ...]:
+    """What a node's reading writes on the templates of the pods it holds (``nodes.occupy``, ``build.node_gone``, a
+    reservation pod's whole GPUs): a template made again from the same reading of a pod differs from the last one in
+    these fields only."""
+    return (p.status, p.devices, p.gpu_group, p.gpu_whole)
+
+
 def labels_of(p: Pod) -> str:
     return repr(sorted(p.labels.items()))
 
