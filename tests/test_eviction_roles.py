@@ -5,12 +5,15 @@ and its pods at the start of each action (issue 15: three walks of 27,000 jobs p
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from hypothesis import event, given
 from pytest import MonkeyPatch
 
 from kaid.actions import gangs
-from kaid.actions.evictions import Roles
-from kaid.actions.order import job_key
+from kaid.actions.evictions import Pool, Roles, Rules
+from kaid.actions.order import JobKey, job_key
+from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import build_snapshot
@@ -99,4 +102,29 @@ def test_kept_job_keys_are_those_read_again(case: Case) -> None:
         mp.setattr(Roles, "of", staticmethod(checked))
         decisions_over(case, 4)
     event(f"keys kept from an earlier action: {'some' if kept_then[0] else 'none'}")
+    assert not stale[0]
+
+
+@SETTINGS
+@given(case=cases())
+def test_kept_victim_lines_are_those_read_again(case: Case) -> None:
+    """Each queue's line of candidate victims, kept from one search and one action to the next (``Roles.lines``,
+    ``Roles.keys``), is, whenever a search reads it, the pool's jobs of the queue sorted by the keys their pods say
+    then (a mutant that keeps the lines of a queue whose jobs an earlier action moved fails here)."""
+    stale = [0]
+    read = [0]
+    lines_of = Pool.lines_of
+
+    def checked(pool: Pool, session: Session, rules: Rules, att: Attempt) -> dict[str, list[tuple[JobKey, Job]]]:
+        lines = lines_of(pool, session, rules, att)
+        for name, line in lines.items():
+            read[0] += 1
+            plain = sorted(((job_key(j), j) for j in pool.by_queue[name]), key=itemgetter(0), reverse=True)
+            stale[0] += [(k, id(j)) for k, j in line] != [(k, id(j)) for k, j in plain]
+        return lines
+
+    with MonkeyPatch.context() as mp:
+        mp.setattr(Pool, "lines_of", checked)
+        decisions_over(case, 4)
+    event(f"lines read: {'some' if read[0] else 'none'}")
     assert not stale[0]

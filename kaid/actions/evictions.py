@@ -71,7 +71,8 @@ class Pool:
     each queue's line of them (``lines_of``), kept from one search to the next for the jobs none of whose pods an
     operation touched since: a job's units read only its own pods, a vain search leaves the session as it found it,
     and a search never undoes an operation from before it began, so the operations added since the units were worked
-    out name every pod that changed."""
+    out name every pod that changed. The keys and lines are the session's (``Roles.keys``, ``Roles.lines``): they
+    read nothing of the action, and the next action finds them brought up to date the same way."""
 
     jobs: list[Job]
     units: dict[int, tuple[list[Unit], int]] = field(default_factory=dict)  # id(job) -> (units_of's answer)
@@ -168,7 +169,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
-    pool = Pool(roles.pool(), ops=len(session.ops))
+    pool = Pool(roles.pool(), keys=roles.keys, lines=roles.lines, ops=len(session.ops))
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -242,8 +243,12 @@ class Roles:
     victims: list[Job]  # the jobs that may be victims at all (preemptible, no errors, in a known leaf queue), as well
     pending: set[int] = field(default_factory=set)  # id(job) of the jobs with a pending pod (others' too)
     running: set[int] = field(default_factory=set)  # id(job) of those with a pod running (not on its way out)
-    # id(job) -> its ``job_key`` (it reads the job's pods: every action ordered every waiting job afresh)
+    # id(job) -> its ``job_key`` (it reads the job's pods: every action ordered every waiting job afresh, and read
+    # every candidate victim's key again for its lines)
     keys: dict[int, JobKey] = field(default_factory=dict)
+    # queue -> the line of its candidate victims (``Pool.lines``), while no operation touched one of its jobs (each
+    # action sorted the lines of the queues it searched again)
+    lines: dict[str, list[tuple[JobKey, Job]]] = field(default_factory=dict)
     _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
     _pool: list[Job] | None = None  # ``pool()``, while no job's pods moved
 
@@ -259,6 +264,7 @@ class Roles:
             roles._waiting = roles._pool = None
         for key, job in moved.items():
             roles.keys.pop(key, None)
+            roles.lines.pop(job.queue, None)
             if _has_pending(job):
                 roles.pending.add(key)
             else:
