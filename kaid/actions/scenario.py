@@ -131,14 +131,16 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     given: ``_place``)."""
     victims = {u.job.key: u.job for u in units}
     involved = {j.queue for j in victims.values()} | {att.job.queue}
-    order = job_order(session, [*victims.values(), att.job], request=_asks(session, att, victims))
+    jobs = [*victims.values(), att.job]
+    keys: dict[int, JobKey] = {}
     if _others_matter(involved):
         # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
         key = _keys(att)
-        for q in involved:
-            for job in waiting_in(session, att, q):
-                if job.key not in victims and job is not att.job:
-                    order.push(job, key(job))
+        others = [job for q in involved for job in waiting_in(session, att, q)
+                  if job.key not in victims and job is not att.job]
+        keys = {id(job): key(job) for job in others}  # (the victims' and the job's read again: their pods moved)
+        jobs += others
+    order = job_order(session, jobs, request=_asks(session, att, victims), keys=keys)
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
