@@ -11,13 +11,17 @@ from typing import Any
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from kaid.actions.memory import NEVER, SearchMemory
-from kaid.api.config import SchedulerConfig
+from kaid.actions.evictions import min_runtime
+from kaid.actions.memory import NEVER, SearchMemory, horizon
+from kaid.actions.session import STUCK_RELEASING_SECONDS
+from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
+from kaid.model.objects import Snapshot
+from kaid.model.vocabulary import PodStatus
 from kaid.sim.apply import apply
 from tests.objects import node, pod, podgroup, queue
-from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start
+from tests.test_eviction_properties import NOW, SETTINGS, Case, break_a_gang, cases, start, world_of
 
 Obj = dict[str, Any]
 CHANGES = ("quiet", "quiet", "quiet", "finish", "arrive", "relabel", "hours")
@@ -137,3 +141,40 @@ def test_a_horizon_passed_is_worked_out_again() -> None:
     assert first.memory is not None and first.memory.until == NOW + 600
     later = run_cycle(build_snapshot(objs, cfg, NOW + 700), cfg, memory=first.memory)
     assert later.memory is not None and later.memory.until == NEVER and later.memory.world == first.memory.world
+
+
+def plain_horizon(snap: Snapshot, stuck_after: float) -> float:
+    """``horizon`` read plainly: every running pod's protections (both actions', 0 where none), every releasing
+    pod's deletion."""
+    until = NEVER
+    for p in snap.pods:
+        if p.releasing:
+            if p.deleted + stuck_after >= snap.now:
+                until = min(until, p.deleted + stuck_after)
+        elif p.status in (PodStatus.RUNNING, PodStatus.BOUND) and p.job is not None:
+            q = snap.queues.get(p.job.queue)
+            for action in (Action.RECLAIM, Action.PREEMPT):
+                runtime = min_runtime(q, action) if q is not None else 0.0
+                if runtime > 0 and p.started + runtime > snap.now:
+                    until = min(until, p.started + runtime)
+    return until
+
+
+@SETTINGS
+@given(case=cases(), hours=st.lists(st.sampled_from([0.0, 0.1, 0.5, 1.0, 2.0]), min_size=3, max_size=3))
+def test_horizon_is_its_plain_reading(case: Case, hours: list[float]) -> None:
+    """The horizon (the queues' protections read once, the running pods read only where a queue protects them)
+    against the plain reading, on random clusters over cycles and clocks (a mutant reading one action's
+    protection only, or no running pod, fails here)."""
+    cfg = case.cfg
+    world = world_of(case, cfg)
+    t = NOW
+    ends = 0
+    for step in hours:
+        snap = build_snapshot(world, cfg, t)
+        want = plain_horizon(snap, STUCK_RELEASING_SECONDS)
+        assert horizon(snap, STUCK_RELEASING_SECONDS) == want
+        ends += want < NEVER
+        apply(world, run_cycle(snap, cfg), t)
+        t += step * 3600
+    event(f"horizons before never: {'some' if ends else 'none'}")

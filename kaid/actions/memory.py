@@ -131,7 +131,7 @@ def horizon(snap: Snapshot, stuck_after: float) -> float:
     releasing pod becoming stuck (``stuck_after`` seconds after its deletion)."""
     now = snap.now
     until = NEVER
-    protect: dict[str, tuple[float, float]] = {}
+    protect: dict[str, tuple[float, ...]] = {}  # queue -> the protections its running pods have (none: not kept)
     for q in snap.queues.values():
         runtimes = []
         for action in (Action.RECLAIM, Action.PREEMPT):
@@ -140,17 +140,19 @@ def horizon(snap: Snapshot, stuck_after: float) -> float:
                 value = anc.reclaim_min_runtime if action == Action.RECLAIM else anc.preempt_min_runtime
                 if value > 0:
                     break
-            runtimes.append(value)
-        protect[q.name] = (runtimes[0], runtimes[1])
+            if value > 0:
+                runtimes.append(value)
+        if runtimes:
+            protect[q.name] = tuple(runtimes)
     live = (PodStatus.RUNNING, PodStatus.BOUND)
-    for p in snap.pods:
+    for p in snap.pods:  # (where no queue protects its pods, the releasing ones alone are read)
         if p.releasing:
             t = p.deleted + stuck_after
             if t >= now:
                 until = min(until, t)
-        elif p.status in live and p.job is not None:
-            for runtime in protect.get(p.job.queue, (0.0, 0.0)):
+        elif protect and p.job is not None and p.status in live:
+            for runtime in protect.get(p.job.queue, ()):
                 t = p.started + runtime
-                if runtime > 0 and t > now:
+                if t > now:
                     until = min(until, t)
     return until
