@@ -30,6 +30,8 @@ class ConsolidateRules:
     moves: bool = True
     by_node: bool = False
     shared: list[Pod] | None = None  # ``_devices_possible``'s shared-GPU pods, worked out once per action
+    # (len(session.ops), the GPUs idle or being released then, in milli-GPUs: ``free_gpus``)
+    free: tuple[int, int] = (-1, 0)
 
     def serves(self, job: Job) -> bool:
         return job.preemptible
@@ -39,11 +41,22 @@ class ConsolidateRules:
             self.start = session.checkpoint()
         moved = sum(1 for op in session.evictions(self.start) if op.action == self.action)
         self.moves_left = self.cap - moved
-        if self.moves_left <= 0 or not _enough_gpus(session, att) or not self._devices_possible(session, att):
+        if self.moves_left <= 0 or self.free_gpus(session) < att.request[0] or \
+                not self._devices_possible(session, att):
             return SILENT
         if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
             return SILENT
         return None
+
+    def free_gpus(self, session: Session) -> int:
+        """KAI's precheck reads the GPUs idle or being released in the cluster (against what the job asks for), read
+        again only once the session has another operation: between two attempts, a vain search leaves the session
+        as it found it and a success adds operations (it read every node with a free device per attempt)."""
+        ops, free = self.free
+        if ops != len(session.ops):
+            free = _free_gpus(session)
+            self.free = (len(session.ops), free)
+        return free
 
     def _devices_possible(self, session: Session, att: Attempt) -> bool:
         """Moves conserve whole devices: moving a whole-GPU pod takes as many idle devices as it leaves, so the
@@ -84,15 +97,15 @@ class ConsolidateRules:
         return None  # allocate's reasons (fragmentation, fit) say why the job waits
 
 
-def _enough_gpus(session: Session, att: Attempt) -> bool:
-    """KAI's precheck: the GPUs idle or being released in the cluster cover what the job asks for."""
+def _free_gpus(session: Session) -> int:
+    """The GPUs idle or being released in the cluster, in milli-GPUs."""
     index = session.index
     # only nodes with an idle device or a partly used one have anything free (the others' devices are all in use)
     having = {*(i for k in range(1, index.max_gpus + 1) for i in index.buckets[k]), *index.shared}
     nodes = index.nodes
     free = sum(1000 * n.gpus - sum(min(u, 1000) for u in n.dev_used) for n in (nodes[i] for i in having) if n.ready)
     releasing = sum(p.gpu_milli_on(session.snap.node_by_name.get(p.node or "")) for p in session.releasing())
-    return free + releasing >= att.request[0]
+    return free + releasing
 
 
 def consolidate(session: Session) -> None:
