@@ -5,6 +5,7 @@ and its pods at the start of each action (issue 15: three walks of 27,000 jobs p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
 
 from hypothesis import event, given
@@ -13,8 +14,8 @@ from pytest import MonkeyPatch
 from kaid.actions import gangs
 from kaid.actions.evictions import Pool, Roles, Rules
 from kaid.actions.order import JobKey, job_key
-from kaid.actions.scenario import Attempt
-from kaid.actions.session import Session
+from kaid.actions.scenario import Attempt, request_of
+from kaid.actions.session import Session, Vec
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Reason
@@ -128,3 +129,46 @@ def test_kept_victim_lines_are_those_read_again(case: Case) -> None:
         decisions_over(case, 4)
     event(f"lines read: {'some' if read[0] else 'none'}")
     assert not stale[0]
+
+
+@SETTINGS
+@given(case=cases())
+def test_kept_requests_are_those_read_again(case: Case) -> None:
+    """What each waiting job asks for next, kept for the actions' orders from one question and one action to the
+    next (``Roles.requests``), is whenever an order asks what the job's pods say then (``request_of``; a mutant that
+    keeps a moved job's answer fails this test or the next)."""
+    stale = [0]
+    asked = [0]
+    kept_asked = Roles.asked
+
+    def checked(roles: Roles, session: Session) -> Callable[[Job], Vec]:
+        request, plain = kept_asked(roles, session), request_of(session)
+
+        def check(job: Job) -> Vec:
+            value = request(job)
+            asked[0] += 1
+            stale[0] += value != plain(job)
+            return value
+
+        return check
+
+    with MonkeyPatch.context() as mp:
+        mp.setattr(Roles, "asked", checked)
+        decisions_over(case, 4)
+    event(f"questions: {'some' if asked[0] else 'none'}")
+    assert not stale[0]
+
+
+def test_a_request_kept_is_read_again_once_its_pods_moved() -> None:
+    """A gang asks for the pods it lacks: once one of them is placed (an operation), the kept answer goes."""
+    objs = [node("n0", gpus=4), queue("a"), podgroup("g", "a", 2, priority_class="train"),
+            pod("g-0", gpus=1, group="g"), pod("g-1", gpus=1, group="g")]
+    cfg = SchedulerConfig()
+    snap = build_snapshot(objs, cfg, NOW)
+    session = Session(snap, NodeIndex(snap.nodes), cfg)
+    roles = Roles.of(session)
+    request = roles.asked(session)
+    job = snap.jobs["default/g"]
+    before = request(job)
+    session.allocate(job.pods[0], snap.nodes[0], (0,))
+    assert request(job) == request_of(session)(job) != before

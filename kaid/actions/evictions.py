@@ -14,8 +14,8 @@ from typing import Protocol
 from kaid.actions import by_node, gangs
 from kaid.actions.memory import Miss
 from kaid.actions.order import ByQueue, JobKey, job_key
-from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, run, settle, skip_alike
-from kaid.actions.session import Session, VictimStats
+from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, request_of, run, settle, skip_alike
+from kaid.actions.session import Session, Vec, VictimStats
 from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, link, part_of, units_of
 from kaid.api.config import Action
@@ -165,7 +165,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         return
     roles = Roles.of(session)
     pending = [j for j in roles.waiting() if rules.serves(j)]
-    order = job_order(session, pending, keys=roles.keys_of(pending))
+    order = job_order(session, pending, keys=roles.keys_of(pending), request=roles.asked(session))
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
@@ -249,6 +249,9 @@ class Roles:
     # queue -> the line of its candidate victims (``Pool.lines``), while no operation touched one of its jobs (each
     # action sorted the lines of the queues it searched again)
     lines: dict[str, list[tuple[JobKey, Job]]] = field(default_factory=dict)
+    # id(job) -> what the job asks for next (``scenario.request_of``: it works the job's next batch out from its pods;
+    # an action's order asked it again of the head of every leaf it read again after a search)
+    requests: dict[int, Vec] = field(default_factory=dict)
     _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
     _pool: list[Job] | None = None  # ``pool()``, while no job's pods moved
 
@@ -258,22 +261,29 @@ class Roles:
         roles = session.roles
         if not isinstance(roles, Roles):
             return cls._first(session)
-        moved = {id(op.pod.job): op.pod.job for op in session.ops[roles.ops:] if op.pod.job is not None}
-        roles.ops = len(session.ops)
-        if moved:
-            roles._waiting = roles._pool = None
-        for key, job in moved.items():
-            roles.keys.pop(key, None)
-            roles.lines.pop(job.queue, None)
-            if _has_pending(job):
-                roles.pending.add(key)
-            else:
-                roles.pending.discard(key)
-            if _has_running(job):
-                roles.running.add(key)
-            else:
-                roles.running.discard(key)
+        roles.catch_up(session)
         return roles
+
+    def catch_up(self, session: Session) -> None:
+        """Read again the jobs whose pods the operations since the last call moved."""
+        if self.ops == len(session.ops):
+            return
+        moved = {id(op.pod.job): op.pod.job for op in session.ops[self.ops:] if op.pod.job is not None}
+        self.ops = len(session.ops)
+        if moved:
+            self._waiting = self._pool = None
+        for key, job in moved.items():
+            self.keys.pop(key, None)
+            self.requests.pop(key, None)
+            self.lines.pop(job.queue, None)
+            if _has_pending(job):
+                self.pending.add(key)
+            else:
+                self.pending.discard(key)
+            if _has_running(job):
+                self.running.add(key)
+            else:
+                self.running.discard(key)
 
     @classmethod
     def _first(cls, session: Session) -> Roles:
@@ -301,6 +311,22 @@ class Roles:
             pending = self.pending
             self._waiting = [j for j in self.waiters if id(j) in pending]
         return list(self._waiting)
+
+    def asked(self, session: Session) -> Callable[[Job], Vec]:
+        """``request_of`` for an action's order, each job's answer kept (``requests``) until an operation moves its
+        pods: the order asks only between searches, where the session holds the operations that stand (a vain
+        search leaves none), so those since the last question name every job whose pods moved."""
+        plain = request_of(session)
+        requests = self.requests
+
+        def request(job: Job) -> Vec:
+            self.catch_up(session)
+            known = requests.get(id(job))
+            if known is None:
+                known = requests[id(job)] = plain(job)
+            return known
+
+        return request
 
     def keys_of(self, jobs: list[Job]) -> dict[int, JobKey]:
         """The ``job_key`` of each of ``jobs`` as it stands (with others')."""
