@@ -47,6 +47,17 @@ def afresh(session: Session) -> Roles:
     return roles
 
 
+def assert_none_stale(case: Case, patch: tuple[object, str, object], seen: str, read: list[int],
+                      stale: list[int]) -> None:
+    """Run four cycles of ``case`` with ``patch`` (a checker around a kept reading that counts the readings it saw
+    and those that differ from the plain one) in place: none may differ."""
+    with MonkeyPatch.context() as mp:
+        mp.setattr(*patch)
+        decisions_over(case, 4)
+    event(f"{seen}: {'some' if read[0] else 'none'}")
+    assert not stale[0]
+
+
 @SETTINGS
 @given(case=cases())
 def test_roles_decide_as_every_job_read_again(case: Case) -> None:
@@ -99,11 +110,7 @@ def test_kept_job_keys_are_those_read_again(case: Case) -> None:
                 stale[0] += key != job_key(job)
         return roles
 
-    with MonkeyPatch.context() as mp:
-        mp.setattr(Roles, "of", staticmethod(checked))
-        decisions_over(case, 4)
-    event(f"keys kept from an earlier action: {'some' if kept_then[0] else 'none'}")
-    assert not stale[0]
+    assert_none_stale(case, (Roles, "of", staticmethod(checked)), "keys kept from an earlier action", kept_then, stale)
 
 
 @SETTINGS
@@ -124,11 +131,7 @@ def test_kept_victim_lines_are_those_read_again(case: Case) -> None:
             stale[0] += [(k, id(j)) for k, j in line] != [(k, id(j)) for k, j in plain]
         return lines
 
-    with MonkeyPatch.context() as mp:
-        mp.setattr(Pool, "lines_of", checked)
-        decisions_over(case, 4)
-    event(f"lines read: {'some' if read[0] else 'none'}")
-    assert not stale[0]
+    assert_none_stale(case, (Pool, "lines_of", checked), "lines read", read, stale)
 
 
 @SETTINGS
@@ -152,11 +155,7 @@ def test_kept_requests_are_those_read_again(case: Case) -> None:
 
         return check
 
-    with MonkeyPatch.context() as mp:
-        mp.setattr(Roles, "asked", checked)
-        decisions_over(case, 4)
-    event(f"questions: {'some' if asked[0] else 'none'}")
-    assert not stale[0]
+    assert_none_stale(case, (Roles, "asked", checked), "questions", asked, stale)
 
 
 def test_a_request_kept_is_read_again_once_its_pods_moved() -> None:
