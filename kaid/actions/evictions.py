@@ -173,11 +173,12 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
-        if _passed_over(job, failed):  # the session stays as it was: so do the turns of the jobs alike after it
-            skip_alike(order, job, lambda j: _passed_over(j, failed))
-            continue
         batch = gangs.tasks_to_allocate(job)
         shape = _shape(job, batch)
+        if not batch or shape in failed:  # (``_passed_over``) the session stays as it was, and the turns of the jobs
+            # alike after it change nothing either
+            skip_alike(order, job, lambda j: _passed_over(j, failed))
+            continue
         searches += 1
         clean = misses is not None and len(session.ops) == start  # the world is still the one the memory names
         miss = known.get(job.key) if clean else None
