@@ -100,8 +100,11 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
             return None
         session.scenarios_left -= 1
         session.search_left -= 1
+        tried: set[tuple[int, ...]] = set()
         for node in nodes:
             these = sorted(i for job in on_node[node] for i in by_job[job])
+            if not first_time(tried, these):
+                continue
             victims = [units[j] for j in (*recorded, *these)]
             if not room.tally(att, victims).enough():
                 continue
@@ -113,6 +116,18 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
             session.rollback(out.start)
             break  # KAI drops the scenario once a simulation of it breaks the rules
     return None
+
+
+def first_time(tried: set[tuple[int, ...]], these: list[int]) -> bool:
+    """Whether a scenario's simulation of these victims (with the recorded ones) is its first: the nodes of its newest
+    unit that hold the same victim jobs (a gang whose pods fill their nodes: every node) ask for the same simulation,
+    from the same session (a simulation that places nothing is rolled back; one that does ends the scenario), and it
+    would place nothing again (bench_victims: 172 of 475 simulations)."""
+    key = tuple(these)
+    if key in tried:
+        return False
+    tried.add(key)
+    return True
 
 
 def _simulate(session: Session, att: Attempt, search: Search, victims: list[Unit],

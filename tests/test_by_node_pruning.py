@@ -1,0 +1,240 @@
+"""Short cuts of KAI's victim search (``kaid.actions.by_node``) against the plain search they skip work of: on random
+clusters over several cycles, every simulation a short cut skips, run anyway, places nothing (or breaks the rules),
+and the decisions are the plain search's.
+
+- ``first_time``: the nodes of a scenario's newest unit that hold the same victim jobs ask for the same simulation
+  from the same session; only the first is run (bench_victims: 172 of 475 simulations).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from kaid.actions import by_node
+from kaid.actions.scenario import Attempt, Outcome
+from kaid.actions.session import Session
+from kaid.actions.victims import Search, Unit
+from kaid.api.config import SchedulerConfig
+from kaid.cycle import run_cycle
+from kaid.model.build import build_snapshot
+from tests.equivalence import assert_same_decisions
+from tests.objects import node, pod, podgroup, queue
+from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
+from tests.test_search_memory import _digest
+
+first_time = by_node.first_time
+
+
+def _always(tried: set[tuple[int, ...]], these: list[int]) -> bool:
+    return True
+
+
+@SETTINGS
+@given(case=cases())
+def test_a_repeated_simulation_is_skipped_and_would_place_nothing(case: Case) -> None:
+    """Each simulation ``first_time`` skips is run anyway (by the plain search's node loop) and places nothing; the
+    decisions are those of the plain search."""
+    skipped = [0]
+    real = by_node._simulate
+    repeat: list[bool] = []
+
+    def told(tried: set[tuple[int, ...]], these: list[int]) -> bool:
+        new = first_time(tried, these)
+        repeat.append(not new)
+        return True  # the plain search: every node simulated; the simulation checks what the short cut said
+
+    def checked(session: Session, att: Attempt, search: Search, victims: list[Unit],
+                feasible: bytearray | None) -> Outcome | None:
+        out = real(session, att, search, victims, feasible)
+        if repeat and repeat.pop():
+            skipped[0] += 1
+            assert out is None, [p.key for u in victims for p in u.pods]
+        repeat.clear()
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(by_node, "first_time", told)
+        mp.setattr(by_node, "_simulate", checked)
+        decisions_over(case, 3)
+    event(f"simulations first_time skips: {'some' if skipped[0] else 'none'}")
+    assert_same_decisions(lambda: decisions_over(case, 3), [], [(by_node, "first_time", _always)])
+
+
+def _gang_victims(nodes: int) -> list[dict[str, object]]:
+    """Queue a (far above its share) runs a gang whose 2-GPU pods fill the GPUs of 2-GPU nodes, each node's cpu
+    mostly held by a non-preemptible pod; queue b's 2-GPU pod needs more cpu than a node has left with the gang gone:
+    every node of the gang's unit asks for the simulation of that gang alone, and none places the job."""
+    objs: list[dict[str, object]] = [queue("a", gpu=(0, -1, 1)), queue("b", gpu=(-1, -1, 1)),
+                                     podgroup("hold", "a", 1, priority_class="build"),
+                                     podgroup("g", "a", nodes, priority_class="train"),
+                                     podgroup("want", "b", 1, priority_class="train")]
+    for i in range(nodes):
+        objs += [node(f"n{i:02}", gpus=2, cpu="8"), pod(f"hold-{i}", cpu="6", group="hold", node_name=f"n{i:02}"),
+                 pod(f"g-{i}", gpus=2, cpu="1", group="g", node_name=f"n{i:02}")]
+    objs.append(pod("want-0", gpus=2, cpu="4", group="want"))
+    return objs
+
+
+def test_the_nodes_of_one_gang_are_simulated_once() -> None:
+    """The plain search simulates the gang's victims once per node of the gang; the short cut once."""
+    runs: list[int] = []
+    real = by_node._simulate
+
+    def counted(session: Session, att: Attempt, search: Search, victims: list[Unit],
+                feasible: bytearray | None) -> Outcome | None:
+        runs[-1] += 1
+        return real(session, att, search, victims, feasible)
+
+    cfg = SchedulerConfig.model_validate({"actions": ["allocate", "reclaim"]})
+    digests = []
+    for short in (True, False):
+        runs.append(0)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(by_node, "_simulate", counted)
+            if not short:
+                mp.setattr(by_node, "first_time", _always)
+            d = run_cycle(build_snapshot(_gang_victims(6), cfg, NOW), cfg)
+        digests.append((d.evictions, d.pipelined, sorted(d.pending)))
+    assert runs == [1, 6], runs
+    assert digests[0] == digests[1]
+
+
+CROWDED = SchedulerConfig.model_validate({"actions": ["allocate", "reclaim", "preempt"]})
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> list[dict[str, object]]:
+    """A full cluster of 2-GPU nodes, each with some of its cpu held by a non-preemptible pod, running victims of
+    queue a (far above its share): single pods and gangs of 1- and 2-GPU pods packed node after node, so that a gang
+    spans nodes and shares them with other jobs; queue b (below its share) and queue a wait for jobs whose pods need
+    1 or 2 GPUs and some cpu, so that many scenarios have the GPUs but not the cpu."""
+    nodes = draw(st.integers(3, 7))
+    objs: list[dict[str, object]] = [queue("a", gpu=(0, -1, 1)), queue("b", gpu=(-1, -1, 1)),
+                                     podgroup("hold", "a", 1, priority_class="build")]
+    free = []
+    for i in range(nodes):
+        objs += [node(f"n{i}", gpus=2, cpu="8"),
+                 pod(f"hold-{i}", cpu=str(draw(st.integers(0, 6))), group="hold", node_name=f"n{i}")]
+        free.append(2)
+    at, j = 0, 0
+    while at < nodes:
+        size, gpus = draw(st.integers(1, 4)), draw(st.sampled_from([1, 1, 2]))
+        name, created = f"v{j}", f"2025-12-31T{10 + j % 10}:{draw(st.integers(0, 59)):02}:00Z"
+        members = draw(st.integers(1, size))
+        objs.append(podgroup(name, "a", members, priority_class="train", created=created))
+        for k in range(size):
+            while at < nodes and free[at] < gpus:
+                at += 1
+            if at == nodes:
+                break
+            free[at] -= gpus
+            objs.append(pod(f"{name}-{k}", gpus=gpus, cpu="1", group=name, node_name=f"n{at}", created=created))
+        j += 1
+    for w in range(draw(st.integers(1, 3))):
+        q, cls = draw(st.sampled_from([("b", "train"), ("b", "train"), ("a", "build-preemptible")]))
+        size = draw(st.integers(1, 3))
+        objs.append(podgroup(f"w{w}", q, size, priority_class=cls))
+        gpus, cpu = draw(st.integers(1, 2)), draw(st.integers(1, 5))
+        objs += [pod(f"w{w}-{k}", gpus=gpus, cpu=str(cpu), group=f"w{w}") for k in range(size)]
+    return objs
+
+
+def assert_plain_decisions(objs: list[dict[str, object]]) -> None:
+    """One cycle of ``objs``: each simulation ``first_time`` skips, run by the plain search, places nothing; the
+    decisions are the plain search's."""
+    skipped = [0]
+    real = by_node._simulate
+    repeat: list[bool] = []
+
+    def told(tried: set[tuple[int, ...]], these: list[int]) -> bool:
+        repeat.append(not first_time(tried, these))
+        return True
+
+    def checked(session: Session, att: Attempt, search: Search, victims: list[Unit],
+                feasible: bytearray | None) -> Outcome | None:
+        out = real(session, att, search, victims, feasible)
+        if repeat and repeat.pop():
+            skipped[0] += 1
+            assert out is None, [p.key for u in victims for p in u.pods]
+        repeat.clear()
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(by_node, "first_time", told)
+        mp.setattr(by_node, "_simulate", checked)
+        plain = run_cycle(build_snapshot(objs, CROWDED, NOW), CROWDED)
+    short = run_cycle(build_snapshot(objs, CROWDED, NOW), CROWDED)
+    event(f"simulations first_time skips: {'some' if skipped[0] else 'none'}")
+    event(f"evictions: {'some' if plain.evictions else 'none'}")
+    assert _digest(short) == _digest(plain)
+
+
+@SETTINGS
+@given(objs=crowded())
+def test_crowded_clusters_decide_as_the_plain_search(objs: list[dict[str, object]]) -> None:
+    """Full clusters whose victim gangs span nodes."""
+    assert_plain_decisions(objs)
+
+
+def _two_nodes(busy: int) -> list[dict[str, object]]:
+    """Gang g's two 1-GPU pods on n0 and n1, beside the single pods x (n0) and y (n1), all queue a's; node ``busy``'s
+    cpu is mostly held. Queue b's 2-GPU pod fits on a node once both its victims are gone: the gang's scenario asks
+    for {x, g} on n0 and {y, g} on n1, victim sets of one size, and only the other node places the job."""
+    objs: list[dict[str, object]] = [queue("a", gpu=(0, -1, 1)), queue("b", gpu=(-1, -1, 1)),
+                                     podgroup("hold", "a", 1, priority_class="build"),
+                                     podgroup("g", "a", 2, priority_class="train", created="2025-12-31T10:00:00Z"),
+                                     podgroup("want", "b", 1, priority_class="train")]
+    for i, single in enumerate(("x", "y")):
+        objs += [node(f"n{i}", gpus=2, cpu="8"), pod(f"hold-{i}", cpu="6" if i == busy else "0", group="hold",
+                                                    node_name=f"n{i}"),
+                 podgroup(single, "a", 1, priority_class="train", created="2025-12-31T11:00:00Z"),
+                 pod(f"{single}-0", gpus=1, cpu="1", group=single, node_name=f"n{i}", created="2025-12-31T11:00:00Z"),
+                 pod(f"g-{i}", gpus=1, cpu="1", group="g", node_name=f"n{i}", created="2025-12-31T10:00:00Z")]
+    objs.append(pod("want-0", gpus=2, cpu="4", group="want"))
+    return objs
+
+
+@pytest.mark.parametrize("busy", [0, 1])
+def test_victim_sets_of_one_size_are_both_simulated(busy: int) -> None:
+    """The job lands on the node whose cpu is free, the other single victim moved onto the node it leaves."""
+    cfg = SchedulerConfig.model_validate({"actions": ["allocate", "reclaim"]})
+    d = run_cycle(build_snapshot(_two_nodes(busy), cfg, NOW), cfg)
+    moved = "xy"[1 - busy]
+    assert [(p.pod, p.node) for p in d.pipelined] == [("default/want-0", f"n{1 - busy}"),
+                                                      (f"default/{moved}-0", f"n{busy}")]
+    assert sorted(e.pod for e in d.evictions) == ["default/g-0", "default/g-1", f"default/{moved}-0"]
+
+
+@st.composite
+def spans(draw: st.DrawFn) -> list[dict[str, object]]:
+    """Gang g spans 2 to 4 full 2-GPU nodes: one 1-GPU pod on each beside a single pod of its own (victim sets of one
+    size that differ from node to node), or two (every node of the gang asks for the same simulation); each node's
+    cpu held or not, one or two 2-GPU jobs of queue b waiting."""
+    nodes, singles = draw(st.integers(2, 4)), draw(st.booleans())
+    objs: list[dict[str, object]] = [queue("a", gpu=(0, -1, 1)), queue("b", gpu=(-1, -1, 1)),
+                                     podgroup("hold", "a", 1, priority_class="build"),
+                                     podgroup("g", "a", nodes * (1 if singles else 2), priority_class="train",
+                                              created="2025-12-31T10:00:00Z")]
+    for i in range(nodes):
+        objs += [node(f"n{i}", gpus=2, cpu="8"),
+                 pod(f"hold-{i}", cpu=draw(st.sampled_from(["0", "6"])), group="hold", node_name=f"n{i}"),
+                 pod(f"g-{i}", gpus=1, cpu="1", group="g", node_name=f"n{i}", created="2025-12-31T10:00:00Z")]
+        created = f"2025-12-31T{draw(st.sampled_from([9, 11]))}:{i:02}:00Z"
+        if singles:
+            objs += [podgroup(f"s{i}", "a", 1, priority_class="train", created=created),
+                     pod(f"s{i}-0", gpus=1, cpu="1", group=f"s{i}", node_name=f"n{i}", created=created)]
+        else:
+            objs.append(pod(f"g-{i}b", gpus=1, cpu="1", group="g", node_name=f"n{i}",
+                            created="2025-12-31T10:00:00Z"))
+    for w in range(draw(st.integers(1, 2))):
+        objs += [podgroup(f"w{w}", "b", 1, priority_class="train"), pod(f"w{w}-0", gpus=2, cpu="4", group=f"w{w}")]
+    return objs
+
+
+@SETTINGS
+@given(objs=spans())
+def test_gangs_across_nodes_decide_as_the_plain_search(objs: list[dict[str, object]]) -> None:
+    """Victim sets of one size that differ from node to node, and nodes that ask for the same simulation."""
+    assert_plain_decisions(objs)
