@@ -8,16 +8,19 @@ and the decisions are the plain search's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from kaid.actions import by_node
+from benchmarks import bench_victims
+from kaid.actions import by_node, evictions, victims
 from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session
 from kaid.actions.victims import Search, Unit
 from kaid.api.config import SchedulerConfig
-from kaid.cycle import run_cycle
+from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from tests.equivalence import assert_same_decisions
 from tests.objects import node, pod, podgroup, queue
@@ -238,3 +241,63 @@ def spans(draw: st.DrawFn) -> list[dict[str, object]]:
 def test_gangs_across_nodes_decide_as_the_plain_search(objs: list[dict[str, object]]) -> None:
     """Victim sets of one size that differ from node to node, and nodes that ask for the same simulation."""
     assert_plain_decisions(objs)
+
+
+def _drawn(search: Search) -> list[tuple[str, tuple[str, ...], bool]]:
+    return sorted((u.job.key, tuple(p.key for p in u.pods), u.elastic) for u in search.units)
+
+
+def _counted_as_plain(run: Callable[[], list[Decisions]]) -> int:
+    """``run`` with each ``Search.draw_rest`` checked against the plain search's draw (``_search`` again, every unit in
+    KAI's order), with the session as the search found it; returns how many drew units left."""
+    drew = [0]
+    real = victims.Search.draw_rest
+    context: list[tuple[Session, evictions.Rules, Attempt, evictions.Pool]] = []
+    search_of = evictions._search
+
+    def remembered(session: Session, rules: evictions.Rules, att: Attempt,
+                   pool: evictions.Pool) -> tuple[Search, int]:
+        context.append((session, rules, att, pool))
+        return search_of(session, rules, att, pool)
+
+    def checked(search: Search) -> None:
+        before = len(search.units)
+        real(search)
+        drew[0] += len(search.units) > before
+        plain, _ = search_of(*context[-1])
+        plain.draw_all()
+        assert _drawn(search) == _drawn(plain)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(evictions, "_search", remembered)
+        mp.setattr(victims.Search, "draw_rest", checked)
+        run()
+    return drew[0]
+
+
+@SETTINGS
+@given(case=cases())
+def test_a_vain_search_counts_the_units_of_the_plain_draw(case: Case) -> None:
+    """``Search.draw_rest`` (a search that found nothing draws its units left in no set order, for its explanation)
+    draws the units the plain search (KAI's victim order, every unit) draws, and the decisions (explanations
+    included) are the plain search's."""
+    drew = _counted_as_plain(lambda: decisions_over(case, 3))
+    event(f"vain searches with units left to count: {'some' if drew else 'none'}")
+    assert_same_decisions(lambda: decisions_over(case, 3), [],
+                          [(victims.Search, "draw_rest", victims.Search.draw_all)])
+
+
+@pytest.mark.parametrize(("nodes", "reclaimers", "seed"), [(40, 8, 2), (60, 10, 0)])
+def test_the_benchmark_vain_searches_count_the_units_of_the_plain_draw(nodes: int, reclaimers: int,
+                                                                       seed: int) -> None:
+    """bench_victims' workload, small: a reclaimer's partial job whose recorded victims place it but break the
+    reclaim rules ends its search before the last unit is drawn; the units counted are the plain draw's, and the
+    decisions are the plain search's."""
+    wl = bench_victims.build_workload(nodes=nodes, reclaimers=reclaimers, seed=seed)
+    cfg = bench_victims.config_for("greedy")
+
+    def run() -> list[Decisions]:
+        return [run_cycle(build_snapshot(wl.objects, cfg, bench_victims.NOW), cfg)]
+
+    assert _counted_as_plain(run) >= 1
+    assert_same_decisions(run, [], [(victims.Search, "draw_rest", victims.Search.draw_all)])

@@ -408,6 +408,7 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
 
 
 def _explain(session: Session, rules: Rules, att: Attempt, search: Search, protected: int) -> None:
+    search.draw_rest()  # a search that found nothing: its units are counted, in no order (``Rules.explain``)
     _whole(session, rules, att, search)
     why = rules.explain(session, att, search, protected)
     if why is not None:
@@ -426,23 +427,39 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                 and pool.known_units(session, job, rules.action)[0])
 
     lines = pool.lines_of(session, rules, att)
-    order, handed = _victim_order(session, {q: candidates(line) for q, line in lines.items()})
+    streams = {q: candidates(line) for q, line in lines.items()}
+    order, handed = _victim_order(session, streams)
     useful = _useful(session, att)
     per_job: dict[str, list[Unit]] = {}
+
+    def next_of(victim: Job) -> tuple[Unit | None, bool]:
+        """The victim's next unit (None where it is its last and helps nothing), and whether it has more."""
+        units = per_job.get(victim.key)
+        if units is None:
+            units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action)[0])
+        unit = units.pop(0)
+        return (unit if useful(unit) or units else None), bool(units)
 
     def draw() -> Iterator[Unit]:
         while (victim := order.pop()) is not None:
             handed(victim)
-            units = per_job.get(victim.key)
-            if units is None:
-                units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action)[0])
-            unit = units.pop(0)
-            if units:
+            unit, more = next_of(victim)
+            if more:
                 order.push(victim)  # before the unit is handed out (and perhaps evicted)
-            if useful(unit) or units:
+            if unit is not None:
                 yield unit
 
-    search = Search([], more=draw(), guards=list(session.snap.budgets))
+    def rest() -> Iterator[Unit]:
+        """The units ``draw`` has not handed out, in no set order: those of the jobs in the order (what is left of
+        one handed out already), then those of the jobs each queue has not handed to the order yet."""
+        for victim in [*order.remaining(), *(job for stream in streams.values() for _, job in stream)]:
+            more = True
+            while more:
+                unit, more = next_of(victim)
+                if unit is not None:
+                    yield unit
+
+    search = Search([], more=draw(), guards=list(session.snap.budgets), rest=rest)
     protected = 0
     if search.unit(0) is None:
         protected = sum(pool.units_of(session, j, rules.action)[1] for j in pool.of_queues(session, rules, att)

@@ -12,7 +12,7 @@ finds the first set that works; CP-SAT then looks for a cheaper one, which must 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
@@ -66,6 +66,8 @@ class Search:
     home: dict[int, str] = field(default_factory=dict)  # id(pod) -> the node it runs on before the search
     more: Iterator[Unit] | None = None  # the units not drawn yet, in order
     guards: list[Budget] = field(default_factory=list)  # the budgets to check while drawing
+    # the units ``more`` has not drawn yet, in no set order (``draw_rest``): without the victim order's pops
+    rest: Callable[[], Iterator[Unit]] | None = None
     whole: bool = False  # every unit drawn, ranked (``link``) and bounded (``evictions._whole``)
     _last: dict[str, int] = field(default_factory=dict)  # job key -> index of its last unit drawn
 
@@ -98,6 +100,14 @@ class Search:
     def draw_all(self) -> None:
         while self.unit(len(self.units)) is not None:
             pass
+
+    def draw_rest(self) -> None:
+        """Every unit drawn, those not drawn yet in no set order (each job's own in order): for a search that found
+        nothing, whose units its explanation only counts, with the budgets over them (``rest``; KAI's victim order
+        popped once per candidate job of the cluster)."""
+        if self.more is not None and self.rest is not None:
+            self.more = self.rest()
+        self.draw_all()
 
     def cost(self, chosen: list[int]) -> Cost:
         return cost([self.units[i] for i in chosen])
