@@ -191,11 +191,14 @@ def scenarios(draw: st.DrawFn) -> tuple[dict[str, Queue], list[Job], dict[str, V
         job.created = float(draw(st.integers(0, 5)))
         jobs.append(job)
         vec[job.key] = draw(vectors)
-    # between pops: (0,) nothing, (1, leaf, sign, amount) a charge, (2,) the last popped job pushed back
+    # between pops: (0,) nothing, (1, leaf, sign, amount) a charge, (2,) the last popped job pushed back, (3, job,
+    # amount) a pod of a job moved: what it asks and holds changes, its queue is charged (``_same_order``)
     steps: list[tuple[int, ...]] = draw(st.lists(st.one_of(st.tuples(st.just(0)),
                                     st.tuples(st.just(1), st.integers(0, len(leaves) - 1), st.sampled_from([-1, 1]),
                                               st.sampled_from([500, 1000, 4000])),
-                                    st.tuples(st.just(2))), max_size=40))
+                                    st.tuples(st.just(2)),
+                                    st.tuples(st.just(3), st.integers(0, len(jobs) - 1), st.sampled_from([0, 1000]))),
+                                    max_size=40))
     return queues, jobs, vec, draw(st.booleans()), steps
 
 
@@ -261,11 +264,12 @@ def wide_scenarios(draw: st.DrawFn) -> Case:
         jobs.append(job)
         vec[job.key] = draw(vectors)
     # between pops: (0,) nothing, (1, -1 - i, sign, amount) a charge of the i-th queue by name (a parent's too), (2,)
-    # the last popped job pushed back
+    # the last popped job pushed back, (3, job, amount) a pod of a job moved (``_same_order``)
     steps: list[tuple[int, ...]] = draw(st.lists(st.one_of(
         st.tuples(st.just(0)),
         st.tuples(st.just(1), st.integers(-len(queues), -1), st.sampled_from([-1, 1]), st.sampled_from([1000, 2000])),
-        st.tuples(st.just(2))), max_size=40))
+        st.tuples(st.just(2)),
+        st.tuples(st.just(3), st.integers(0, len(jobs) - 1), st.sampled_from([0, 1000]))), max_size=40))
     return queues, jobs, vec, draw(st.booleans()), steps
 
 
@@ -287,6 +291,7 @@ def _same_order(case: Case) -> ByQueue:
     leaves = [q for q in queues.values() if not q.children]
     names = sorted(queues)
     total: Vec = (16000, 64000, 64000)
+    vec = dict(vec)
     held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
     fast = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
     plain = PlainOrder(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
@@ -294,14 +299,23 @@ def _same_order(case: Case) -> ByQueue:
     for job in jobs:
         plain.push(job)
     last: Job | None = None
+    out: list[Job] = []  # handed out so far
     for step in [*steps, *[(0,)] * len(jobs)]:
         if step[0] == 1:  # a leaf by position, or (negative) any queue by position among all of them
             charge(leaves[step[1]] if step[1] >= 0 else queues[names[-1 - step[1]]], (step[2] * step[3], 0, 0), False)
         elif step[0] == 2 and last is not None and not victims:
             fast.push(last)
             plain.push(last)
+        elif step[0] == 3:  # what the job asks and holds changes only with a charge of its queue (``ByQueue``)
+            job = jobs[step[1]]
+            vec[job.key] = (vec[job.key][0] + step[2], vec[job.key][1] + 1000, 0)
+            if job not in out:  # (what a victim held is counted as it was handed out)
+                held[job.key] = (held[job.key][0] + step[2], held[job.key][1], 0)
+            charge(queues[job.queue], (step[2], 0, 0), False)
         a, b = fast.pop(), plain.pop()
         assert a is b, f"fast order gave {a and a.key}, the plain reading {b and b.key}"
+        if a is not None:
+            out.append(a)
         last = a if a is not None else last
     assert fast.pop() is None and plain.pop() is None
     return fast

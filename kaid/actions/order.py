@@ -75,10 +75,9 @@ class _Entry:
     """What the order knows about one queue: the leaf it would serve next (None: no job below it), and the key
     of the rules that compare queues one at a time (``_key``) with that leaf's next job (or the victims it would
     have given); valid while the queue's version stands and no leaf below it gained or lost a job. ``ask``: what
-    the key was worked out with (the head job's request and the victims given), as of pop number ``asked_at``
-    (every queue on the way reads them: in one pop, they are read once)."""
+    the key was worked out with (the head job's request and the victims given), valid as long as the entry."""
 
-    __slots__ = ("ask", "asked_at", "key", "leaf", "queue", "version")
+    __slots__ = ("ask", "key", "leaf", "queue", "version")
 
     def __init__(self, version: int, leaf: Queue | None, queue: Queue,
                  key: tuple[int, int, int, int, float, float] | None) -> None:
@@ -87,14 +86,14 @@ class _Entry:
         self.queue = queue
         self.key = key
         self.ask: tuple[Vec, Vec] = (ZERO, ZERO)
-        self.asked_at = -1
 
 
 Key = tuple[int, int, int, int, float, float]
 # what ``_key`` reads of a queue besides what it holds: its deserved share per resource (``math.inf``: unlimited),
 # its fair share, the amount its dominant share is counted against (``allocatable``, or the total where that is
-# unlimited), whether it has nothing allocatable, and its priority
-_Rules = tuple[float, float, float, int, int, int, int, int, int, bool, bool, bool, int]
+# unlimited), whether it has nothing allocatable, its priority, and whether it counts its dominant share against
+# something of every resource (none is 0: then it has something allocatable of every resource)
+_Rules = tuple[float, float, float, int, int, int, int, int, int, bool, bool, bool, int, bool]
 _Item = tuple[Key, int, str]  # (a child's key, negated for victims; its tie rank, 0 until ranked; its name)
 
 
@@ -127,7 +126,9 @@ class ByQueue:
     is worked out again at every ``pop`` (queues' allocations change as the action goes), but only for the
     queues that changed since the last one: a queue's entry stands while its version (bumped by every charge
     here or below) does and no leaf below it gained or lost a job, so a pop costs the depth of the tree times
-    the siblings on the way, not the whole tree."""
+    the siblings on the way, not the whole tree. So what a job asks for (``request``) and holds (``held``) may
+    change only where its queue is charged (as every operation of the session on one of its pods does) or it is
+    pushed again."""
 
     queues: dict[str, Queue]
     total: Vec
@@ -146,7 +147,6 @@ class ByQueue:
     _roots: list[Queue] = field(default_factory=list)
     _caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # allocatable per queue: fixed in a cycle
     _rules: dict[str, _Rules] = field(default_factory=dict)  # what ``_key`` reads of a queue but what it holds
-    _pops: int = 0  # pops so far: an entry's ``ask`` read in this pop is read again by the queues above it
     _ties: dict[tuple[str, str], int] = field(default_factory=dict)  # ``_tie`` of two queues: fixed in a cycle
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
     _job_keys: dict[int, JobKey] = field(default_factory=dict)  # ``frozen``: id(job) -> key
@@ -229,7 +229,6 @@ class ByQueue:
                 self._touch(self.queues[name])
 
     def pop(self) -> Job | None:
-        self._pops += 1  # nothing changes during one pop: a leaf's head job is asked once, not once per level
         best = self._below(None)
         if best is None or best.leaf is None:
             return None
@@ -269,14 +268,37 @@ class ByQueue:
 
     def _below(self, parent: Queue | None) -> _Entry | None:
         """The entry of the child of ``parent`` (None: the root) served first (the first of equals in the list
-        of children, as a scan of them all would find it), ignoring those with no job below them. Reads again
-        only the children that changed since the last time (``_changed``), then the top of the heap; where keys
-        tie, the tie rule decides (``_tied``)."""
+        of children, as a scan of them all would find it), ignoring those with no job below them. A level of a few
+        children is read by a scan of them all (in CPython a short scan costs less than a heap's upkeep), reading
+        again those touched or whose version moved; a wider one reads again only the children that changed since
+        the last time (``_changed``), then the top of its heap. Where keys tie, the tie rule decides (``_compare``,
+        ``_tied``)."""
         level = self._levels.get(parent.name if parent is not None else None)
         if level is None:
             level = self._level(parent)
         if len(level.queues) <= SCAN_UP_TO:
-            return self._scan(level)
+            best: _Entry | None = None
+            best_key: Key | None = None
+            entries, stale, victims = self._entries, level.stale, self.victims
+            for q in level.queues:
+                name = q.name
+                e = entries.get(name)
+                if name in stale or (e is not None and e.version != q.version):
+                    e = self._entry(q)
+                elif e is None:  # never touched: no job below it
+                    continue
+                key = e.key
+                if key is None:
+                    continue
+                if best_key is None:
+                    best, best_key = e, key
+                elif key != best_key:
+                    if (key < best_key) != victims:
+                        best, best_key = e, key
+                elif self._compare(e, best) < 0:  # type: ignore[arg-type]
+                    best = e
+            stale.clear()
+            return best
         items, heap = level.items, level.heap
         now = parent.version if parent is not None else sum(q.version for q in level.queues)
         if now != level.version or level.stale:
@@ -310,32 +332,6 @@ class ByQueue:
             if (len(heap) > 1 and heap[1][0] == key) or (len(heap) > 2 and heap[2][0] == key):
                 return self._tied(parent, level)  # (nothing below the top's children is less than they are)
         return self._entries[top[2]]
-
-    def _scan(self, level: _Level) -> _Entry | None:
-        """``_below`` for a few children: read them all (in CPython a short scan costs less than the heap's
-        upkeep)."""
-        best: _Entry | None = None
-        best_key: Key | None = None
-        entries, stale, victims = self._entries, level.stale, self.victims
-        for q in level.queues:
-            name = q.name
-            e = entries.get(name)
-            if name in stale or (e is not None and e.version != q.version):
-                e = self._entry(q)
-            elif e is None:  # never touched: no job below it
-                continue
-            key = e.key
-            if key is None:
-                continue
-            if best_key is None:
-                best, best_key = e, key
-            elif key != best_key:
-                if (key < best_key) != victims:
-                    best, best_key = e, key
-            elif self._compare(e, best) < 0:  # type: ignore[arg-type]
-                best = e
-        stale.clear()
-        return best
 
     def _changed(self, level: _Level, now: int) -> list[Queue]:
         """The children whose entries no longer stand: those touched, and those read before whose version moved
@@ -431,50 +427,50 @@ class ByQueue:
         return caps
 
     def _entry(self, q: Queue) -> _Entry:
-        """Work out the queue's entry again (its level found it changed)."""
-        ask: tuple[Vec, Vec] | None = None
+        """Work out the queue's entry again (its level found it changed). A queue above a leaf reads what the leaf's
+        entry was worked out with (``_Entry.ask``): the entry stands, so the leaf's head job and what it asks stand
+        too (``ByQueue``)."""
+        name = q.name
+        leaf: Queue | None = None
+        key = None
         if q.children:
             below = self._below(q)
-            leaf = below.leaf if below is not None else None
-            if below is not None and below.asked_at == self._pops:
-                ask = below.ask  # (read in this pop: as it would be read again)
+            if below is not None and below.leaf is not None:
+                leaf = below.leaf
+                ask = below.ask
         else:
-            leaf = q if self.leaves.get(q.name) else None
-        key = None
+            jobs = self.leaves.get(name)
+            if jobs:
+                leaf, head = q, jobs[0]
+                if self.victims:  # what the victims taken from the leaf hold with its head
+                    taken, before = self.held(head), self._given.get(name, ZERO)
+                    ask = ZERO, (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
+                else:  # what its head asks for
+                    ask = self.request(head), ZERO
         if leaf is not None:
-            if ask is None:
-                ask = self._ask(leaf)
-            rules = self._rules.get(q.name)
+            rules = self._rules.get(name)
             if rules is None:
                 rules = self._rules_of(q)
-            key = _key(rules, ask[0], ask[1], q.allocated if self._allocated is None else self._allocated[q.name])
-        e = self._entries.get(q.name)
+            key = _key(rules, ask[0], ask[1], q.allocated if self._allocated is None else self._allocated[name])
+        e = self._entries.get(name)
         if e is None:
-            e = self._entries[q.name] = _Entry(q.version, leaf, q, key)
+            e = self._entries[name] = _Entry(q.version, leaf, q, key)
         else:  # (kept and written again: nothing holds an entry from one reading of its queue to the next)
             e.version, e.leaf, e.key = q.version, leaf, key
-        if ask is not None:
-            e.ask, e.asked_at = ask, self._pops
+        if leaf is not None:
+            e.ask = ask
         return e
-
-    def _ask(self, leaf: Queue) -> tuple[Vec, Vec]:
-        """What the leaf's head job asks for (serving) or what the victims taken from the leaf hold with it (victims):
-        (request, given), one of them zero."""
-        head = self.leaves[leaf.name][0]
-        if self.victims:
-            taken = self.held(head)
-            before = self._given.get(leaf.name, ZERO)
-            return ZERO, (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
-        return self.request(head), ZERO
 
     def _rules_of(self, q: Queue) -> _Rules:
         """What ``_key`` reads of a queue besides what it holds (fixed in a cycle, as its fair share is)."""
         c0, c1, c2 = self._caps_of(q)
         quota, fair, total = q.quota, q.fair, self.total
+        cap0, cap1, cap2 = (total[0] if c0 == UNLIMITED else c0, total[1] if c1 == UNLIMITED else c1,
+                            total[2] if c2 == UNLIMITED else c2)
         rules = self._rules[q.name] = (
             _deserved(quota[0]), _deserved(quota[1]), _deserved(quota[2]), fair[0], fair[1], fair[2],
-            total[0] if c0 == UNLIMITED else c0, total[1] if c1 == UNLIMITED else c1,
-            total[2] if c2 == UNLIMITED else c2, c0 == 0, c1 == 0, c2 == 0, q.priority)
+            cap0, cap1, cap2, c0 == 0, c1 == 0, c2 == 0, q.priority,
+            0 not in (cap0, cap1, cap2))  # (nothing allocatable: a cap of 0)
         return rules
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
@@ -522,38 +518,49 @@ def _key(rules: _Rules, request: Vec, given: Vec, held: list[int]) -> tuple[int,
     The rules: not over its fair share, within its deserved share with the request, no request for what it has no
     share of, the dominant share with the request less the victims given, and without it; a resource with nothing
     allocatable counts 1000 times what it holds. (It runs for every queue on the way at every pop: written out per
-    resource, the loop over them cost a third of it.)"""
-    quota0, quota1, quota2, fair0, fair1, fair2, cap0, cap1, cap2, none0, none1, none2, priority = rules
+    resource, the loop over them cost a third of it; the first rules are bools, which compare as 0 and 1.)"""
+    quota0, quota1, quota2, fair0, fair1, fair2, cap0, cap1, cap2, none0, none1, none2, priority, shares = rules
     h0, h1, h2 = held
     a0, a1, a2 = h0 + request[0], h1 + request[1], h2 + request[2]
-    over = fair0 < h0 and fair1 < h1 and fair2 < h2
-    within = a0 <= quota0 and a1 <= quota1 and a2 <= quota2
-    zero_share = (none0 and a0 > 0) or (none1 and a1 > 0) or (none2 and a2 > 0)
+    w0: float
+    w1: float
+    w2: float
+    d0: float
+    d1: float
+    d2: float
+    if shares:  # something allocatable of every resource: shares only (no multiplier, no zero-share request)
+        zero_share = False
+        if given is ZERO:
+            w0, w1, w2 = a0 / cap0, a1 / cap1, a2 / cap2
+        else:
+            w0, w1, w2 = (a0 - given[0]) / cap0, (a1 - given[1]) / cap1, (a2 - given[2]) / cap2
+        d0, d1, d2 = h0 / cap0, h1 / cap1, h2 / cap2
+    else:
+        zero_share = (none0 and a0 > 0) or (none1 and a1 > 0) or (none2 and a2 > 0)
+        if cap0 == 0:
+            w0, d0 = (a0 - given[0]) * NO_SHARE_MULTIPLIER, h0 * NO_SHARE_MULTIPLIER
+        else:
+            w0, d0 = (a0 - given[0]) / cap0, h0 / cap0
+        if cap1 == 0:
+            w1, d1 = (a1 - given[1]) * NO_SHARE_MULTIPLIER, h1 * NO_SHARE_MULTIPLIER
+        else:
+            w1, d1 = (a1 - given[1]) / cap1, h1 / cap1
+        if cap2 == 0:
+            w2, d2 = (a2 - given[2]) * NO_SHARE_MULTIPLIER, h2 * NO_SHARE_MULTIPLIER
+        else:
+            w2, d2 = (a2 - given[2]) / cap2, h2 / cap2
     share_with = share = 0.0
-    w: float
-    d: float
-    if cap0 == 0:
-        w, d = (a0 - given[0]) * NO_SHARE_MULTIPLIER, h0 * NO_SHARE_MULTIPLIER
-    else:
-        w, d = (a0 - given[0]) / cap0, h0 / cap0
-    if w > share_with:
-        share_with = w
-    if d > share:
-        share = d
-    if cap1 == 0:
-        w, d = (a1 - given[1]) * NO_SHARE_MULTIPLIER, h1 * NO_SHARE_MULTIPLIER
-    else:
-        w, d = (a1 - given[1]) / cap1, h1 / cap1
-    if w > share_with:
-        share_with = w
-    if d > share:
-        share = d
-    if cap2 == 0:
-        w, d = (a2 - given[2]) * NO_SHARE_MULTIPLIER, h2 * NO_SHARE_MULTIPLIER
-    else:
-        w, d = (a2 - given[2]) / cap2, h2 / cap2
-    if w > share_with:
-        share_with = w
-    if d > share:
-        share = d
-    return (int(over), int(not within), -priority, int(zero_share), share_with, share)
+    if w0 > share_with:
+        share_with = w0
+    if w1 > share_with:
+        share_with = w1
+    if w2 > share_with:
+        share_with = w2
+    if d0 > share:
+        share = d0
+    if d1 > share:
+        share = d1
+    if d2 > share:
+        share = d2
+    return (fair0 < h0 and fair1 < h1 and fair2 < h2, not (a0 <= quota0 and a1 <= quota1 and a2 <= quota2),
+            -priority, zero_share, share_with, share)
