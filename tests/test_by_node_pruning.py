@@ -4,6 +4,11 @@ and the decisions are the plain search's.
 
 - ``first_time``: the nodes of a scenario's newest unit that hold the same victim jobs ask for the same simulation
   from the same session; only the first is run (bench_victims: 172 of 475 simulations).
+- ``Search.draw_rest``: a search that found nothing draws its units left in no set order for its explanation, the
+  units KAI's victim order would draw.
+- ``vain``: a search whose every candidate unit, gone, leaves too few GPUs for the batch (node by node) is answered
+  without its partial jobs; solved in full (no scenario budget) it finds nothing, and the decisions are the full
+  search's.
 """
 
 from __future__ import annotations
@@ -301,3 +306,91 @@ def test_the_benchmark_vain_searches_count_the_units_of_the_plain_draw(nodes: in
 
     assert _counted_as_plain(run) >= 1
     assert_same_decisions(run, [], [(victims.Search, "draw_rest", victims.Search.draw_all)])
+
+
+UNBOUNDED = {"maxVictimScenarios": 10**6, "maxVictimSearches": 10**6}
+
+
+def _plain_vain(session: Session, att: Attempt, search: Search) -> bool:
+    return False
+
+
+def assert_vain_is_sound(objs: list[dict[str, object]], actions: tuple[str, ...]) -> int:
+    """One cycle of ``objs`` without the scenario budget: each search ``vain`` answers is solved in full too and
+    finds nothing (with the session as it found it); the decisions are the full search's. Returns how many searches
+    it answered."""
+    cfg = SchedulerConfig.model_validate({**UNBOUNDED, "actions": list(actions)})
+    answered = [0]
+    real, solve = by_node.vain, by_node.solve
+
+    def checked(session: Session, att: Attempt, search: Search) -> bool:
+        said = real(session, att, search)
+        if said:
+            answered[0] += 1
+            start = session.checkpoint()
+            with pytest.MonkeyPatch.context() as inner:
+                inner.setattr(by_node, "vain", _plain_vain)
+                assert solve(session, att, search, lambda part, out: True) is None, att.job.key
+            assert session.checkpoint() == start
+        return said
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(by_node, "vain", checked)
+        short = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(by_node, "vain", _plain_vain)
+        plain = run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    assert _digest(short) == _digest(plain)
+    return answered[0]
+
+
+@st.composite
+def big_jobs(draw: st.DrawFn) -> list[dict[str, object]]:
+    """``crowded``'s full clusters, with jobs of up to as many 2-GPU pods as the cluster has nodes waiting in queue b
+    (reclaim) and in queue a at a higher priority (preempt): some need every GPU the candidates hold, some more."""
+    objs = draw(crowded())
+    nodes = sum(1 for o in objs if o.get("kind") == "Node")
+    for w in range(draw(st.integers(1, 2))):
+        q, cls = draw(st.sampled_from([("b", "train"), ("a", "build-preemptible")]))
+        size = draw(st.integers(2, nodes + 1))
+        objs.append(podgroup(f"big{w}", q, size, priority_class=cls))
+        objs += [pod(f"big{w}-{k}", gpus=2, cpu="1", group=f"big{w}") for k in range(size)]
+    return objs
+
+
+@SETTINGS
+@given(objs=big_jobs())
+def test_a_search_answered_vain_finds_nothing_in_full(objs: list[dict[str, object]]) -> None:
+    """Each search the bound answers (every candidate unit gone, the GPUs do not suffice), solved in full without
+    the budget, finds nothing; decisions are the full unbounded search's."""
+    answered = assert_vain_is_sound(objs, ("allocate", "reclaim", "preempt"))
+    event(f"searches answered vain: {'some' if answered else 'none'}")
+
+
+@SETTINGS
+@given(case=cases())
+def test_the_property_clusters_decide_as_the_full_search(case: Case) -> None:
+    answered = assert_vain_is_sound(case.objs + case.late, ("allocate", "consolidate", "reclaim", "preempt"))
+    event(f"searches answered vain: {'some' if answered else 'none'}")
+
+
+def _exact(nodes: int) -> list[dict[str, object]]:
+    """Full 2-GPU nodes, each running one 2-GPU pod of its own job at a low priority; a gang of one 2-GPU pod per
+    node waits at a higher priority in the same queue: every GPU the candidates hold, exactly."""
+    objs: list[dict[str, object]] = [queue("q"), podgroup("want", "q", nodes, priority_class="build-preemptible")]
+    for i in range(nodes):
+        objs += [node(f"n{i}", gpus=2), podgroup(f"v{i}", "q", 1, priority_class="train"),
+                 pod(f"v{i}-0", gpus=2, group=f"v{i}", node_name=f"n{i}")]
+    objs += [pod(f"want-{k}", gpus=2, group="want") for k in range(nodes)]
+    return objs
+
+
+def test_a_job_that_needs_every_candidate_gpu_is_searched() -> None:
+    """The bound says no only below the batch: a gang that needs every GPU its candidates hold is served."""
+    cfg = SchedulerConfig.model_validate({"actions": ["allocate", "preempt"]})
+    d = run_cycle(build_snapshot(_exact(3), cfg, NOW), cfg)
+    assert sorted(b.pod for b in d.pipelined) == ["default/want-0", "default/want-1", "default/want-2"]
+    more = [*_exact(3), pod("want-3", gpus=2, group="want")]
+    more[1]["spec"]["minMember"] = 4
+    d = run_cycle(build_snapshot(more, cfg, NOW), cfg)
+    assert not d.pipelined and not d.evictions

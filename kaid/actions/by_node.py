@@ -39,6 +39,8 @@ def solve(session: Session, att: Attempt, search: Search,
     """The units evicted for ``att``'s whole batch and the scenario that placed it (its operations in the session,
     started at ``Outcome.start``), or None with the session as it was. ``valid``: the action's rules for a scenario
     of a (partial) attempt."""
+    if len(att.batch) > 1 and vain(session, att, search):
+        return None
     start = session.checkpoint()
     feasible = feasible_nodes(session, att)
     room = GpuRoom(session, att, search.home)
@@ -59,6 +61,28 @@ def solve(session: Session, att: Attempt, search: Search,
         recorded = _victims_of(search, units, outcome)
         session.rollback(start)
     return None
+
+
+def vain(session: Session, att: Attempt, search: Search) -> bool:
+    """Whether the whole batch cannot be placed whatever the victims: the GPU bound (``GpuRoom``) with every unit of
+    the search gone says no. Every scenario of the last partial job evicts some of them, so none gets past the bound
+    and the search ends without a solution; answered before its partial jobs, it charges no scenario (the scenario
+    budget is kai's own: docs/compatibility.md). bench_victims: reclaim-0000 (64 pods of 8 GPUs) in preempt, 33
+    partial jobs."""
+    if search.census is None:
+        return False
+    home: dict[int, str] = {}
+    room = GpuRoom(session, att, home)
+    tally = room.tally(att, [])
+    if tally.enough():
+        return False
+    for unit in search.census():
+        for p in unit.pods:
+            home[id(p)] = p.node or ""
+        tally.add(unit)
+        if tally.enough():
+            return False
+    return True
 
 
 def _victims_of(search: Search, units: list[int], outcome: Outcome) -> list[int]:

@@ -459,7 +459,18 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                 if unit is not None:
                     yield unit
 
-    search = Search([], more=draw(), guards=list(session.snap.budgets), rest=rest)
+    def census() -> Iterator[Unit]:
+        """Every unit ``draw`` may hand out, in no set order, without drawing (``Search.census``)."""
+        for line in lines.values():
+            for _, job in line:
+                if job is att.job or not rules.candidate(session, att, job):
+                    continue
+                units = pool.known_units(session, job, rules.action)[0]
+                for k, unit in enumerate(units):
+                    if k < len(units) - 1 or useful(unit):
+                        yield unit
+
+    search = Search([], more=draw(), guards=list(session.snap.budgets), rest=rest, census=census)
     protected = 0
     if search.unit(0) is None:
         protected = sum(pool.units_of(session, j, rules.action)[1] for j in pool.of_queues(session, rules, att)

@@ -68,6 +68,8 @@ class Search:
     guards: list[Budget] = field(default_factory=list)  # the budgets to check while drawing
     # the units ``more`` has not drawn yet, in no set order (``draw_rest``): without the victim order's pops
     rest: Callable[[], Iterator[Unit]] | None = None
+    # every unit the search may draw, in no set order, without drawing them (``by_node.vain``)
+    census: Callable[[], Iterator[Unit]] | None = None
     whole: bool = False  # every unit drawn, ranked (``link``) and bounded (``evictions._whole``)
     _last: dict[str, int] = field(default_factory=dict)  # job key -> index of its last unit drawn
 
