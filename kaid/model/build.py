@@ -116,14 +116,16 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     jobs: dict[str, Job] = {}
     for obj in inp.podgroups:
         read_podgroup(obj, jobs)
-    pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners)
+    marks: StaleMarks = {}
+    pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners,
+                                             marks)
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
     waiting = {p.uid for p in pods if p.status == PodStatus.PENDING and p.frac_devices}
     for node, pod in reservations:
         if pod.gpu_group and not opened_by(pod.gpu_group, waiting):  # (else its pod meets it again if placed here)
             hold_reserved_device(node, pod.gpu_group)
-    _finish_jobs(jobs, queues, pcs, topologies)
+    _finish_jobs(jobs, queues, pcs, topologies, marks)
     check_min_member(jobs, inp.owners)
     budgets = read_budgets(inp.pdbs, problems)
     snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems, budgets, node_by_name)
@@ -132,15 +134,18 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
 
 
 def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name: Mapping[str, Node],
-               jobs: dict[str, Job], wait_for_owners: bool) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
+               jobs: dict[str, Job], wait_for_owners: bool,
+               marks: StaleMarks) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
     """This scheduler's pods, each in its job; every pod that holds resources on a node, this scheduler's or
     another's (accounted after all are read); and the reservation pods of shared GPUs, which are kai's own: they
-    count for nothing but what they hold on their node (no queue's share, no job)."""
+    count for nothing but what they hold on their node (no queue's share, no job). ``marks``: the stale marks the
+    pods carry, by job (``StaleMarks``)."""
     pods: list[Pod] = []
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
     sharing = cfg.gpuSharing
     reserved_in = sharing.reservationNamespace  # (a reservation pod is read with it as its namespace)
+    pg_key, stale_key = c.POD_GROUP_ANNOTATION, c.STALE_SINCE_ANNOTATION
     for obj in inp.pods:
         wanted, ours = pod_role(obj, cfg)
         if not wanted:
@@ -154,7 +159,13 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 holders.append((1, node, pod))
                 reservations.append((node, pod))
             continue
-        rank = place_pod(obj, pod, ours)
+        # the pod's annotations read once for what the build reads of them (``place_pod``, ``job_for_pod``, the stale
+        # mark of ``complete_job``), where each read them from the object again
+        m = obj.get("metadata")
+        anns = m.get("annotations") if isinstance(m, dict) else None
+        if not isinstance(anns, dict):
+            anns = _NO_ANNOTATIONS
+        rank = place_pod(obj, pod, ours, anns)
         node = node_by_name.get(pod.node) if rank is not None and pod.node else None
         if node is not None and rank is not None:
             holders.append((rank, node, pod))
@@ -163,18 +174,39 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         if not ours or (not pod.node and pod.releasing):
             continue  # another scheduler's, or deleted before it was ever placed
         pods.append(pod)
-        job = job_for_pod(obj, pod, jobs, inp.owners, inp.namespaces, cfg, wait_for_owners)
-        job.errors.extend(pod_problems)
+        pg = anns.get(pg_key)
+        job = job_for_pod(obj, pod, jobs, inp.owners, inp.namespaces, cfg, wait_for_owners,
+                          "" if pg is None else str(pg))
+        if pod_problems:
+            job.errors.extend(pod_problems)
         pod.job = job
         job.pods.append(pod)
+        mark = anns.get(stale_key)
+        if mark is not None and pod.raw:
+            when = meta.parse_time(str(mark))
+            was = marks.get(id(job))
+            marks[id(job)] = (when, 1) if was is None else (max(was[0], when), was[1] + 1)
     return pods, holders, reservations
 
 
+_NO_ANNOTATIONS: Obj = {}  # a pod without annotations (read, never written)
+# the stale marks that a job's pods read from their objects carry (``complete_job``): id(job) -> (the latest, how many)
+StaleMarks = dict[int, tuple[float, int]]
 
-def place_pod(obj: Obj, pod: Pod, ours: bool) -> int | None:
+
+
+def place_pod(obj: Obj, pod: Pod, ours: bool, anns: Obj | None = None) -> int | None:
     """A read pod's status from its node or the node it is pipelined onto (``pod.node`` becomes that node); the rank
-    it is accounted in on that node when it holds resources there (``Holder``), else None."""
-    pipelined = annotation_text(obj, c.PIPELINED_NODE_ANNOTATION) if ours and not pod.node else None
+    it is accounted in on that node when it holds resources there (``Holder``), else None. ``anns``: the object's
+    annotations, where the caller has read them."""
+    if ours and not pod.node:
+        if anns is None:
+            pipelined: str | None = annotation_text(obj, c.PIPELINED_NODE_ANNOTATION)
+        else:
+            value = anns.get(c.PIPELINED_NODE_ANNOTATION)
+            pipelined = "" if value is None else str(value)
+    else:
+        pipelined = None
     if pipelined and not pod.releasing:
         pod.node = pipelined
     if pipelined and pod.node:
@@ -205,9 +237,17 @@ def pod_role(obj: Obj, cfg: SchedulerConfig) -> tuple[bool, bool]:
 
 
 def _finish_jobs(jobs: Mapping[str, Job], queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
-                 topologies: Mapping[str, list[str]]) -> None:
+                 topologies: Mapping[str, list[str]], marks: StaleMarks) -> None:
+    """``complete_job`` for every job, with the stale marks its pods carry as read with them (``_read_pods``)."""
     for job in jobs.values():
-        complete_job(job, queues, pcs, topologies)
+        finish_job(job, queues, pcs, topologies)
+        if job.stale_since is None:
+            known = marks.get(id(job))
+            if known is not None:
+                latest, marked = known
+                if marked < sum(1 for p in job.pods if p.raw):  # a pod without a mark reads as 0
+                    latest = max(latest, 0.0)
+                job.stale_since = latest or None
 
 
 def complete_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],

@@ -104,9 +104,11 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
 
 
 def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],
-                cfg: SchedulerConfig, wait_for_owners: bool = False) -> Job:
-    """The job a pod belongs to: the PodGroup it names, else its workload's (made on its first pod)."""
-    pg_name = annotation_text(obj, c.POD_GROUP_ANNOTATION)
+                cfg: SchedulerConfig, wait_for_owners: bool = False, pg_name: str | None = None) -> Job:
+    """The job a pod belongs to: the PodGroup it names, else its workload's (made on its first pod). ``pg_name``:
+    the PodGroup annotation as text (``annotation_text``), where the caller has read it."""
+    if pg_name is None:
+        pg_name = annotation_text(obj, c.POD_GROUP_ANNOTATION)
     owner: Obj | None = None
     if pg_name:
         key = f"{pod.namespace}/{pg_name}"
