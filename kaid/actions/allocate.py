@@ -176,7 +176,10 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     if hit is not None and hit[0] == index.epoch:
         session.reasons[job.key] = list(hit[1])
         return False
-    plan = _plan(session, job, batch, within)
+    placed = _place_one(session, job, batch, within) if len(batch) == 1 else None
+    if placed:
+        return True
+    plan = gang.GangPlan() if placed is False else _plan(session, job, batch, within)
     if plan.placements:
         return _commit(session, job, plan, OpKind.ALLOCATE)
     pipelined = _pipelined_plan(session, job, batch, within)
@@ -219,6 +222,27 @@ def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: OpKind) -> bo
             session.pipeline(pod, node, devs, Action.ALLOCATE, None)
     session.committed(cp)
     _count(session, job, plan)
+    return True
+
+
+def _place_one(session: Session, job: Job, batch: list[Pod], within: bytearray | None) -> bool | None:
+    """A batch of one pod with no topology domain to choose, bound where the greedy choice puts it: ``_plan`` and
+    ``_commit`` without the plan (``gang.place``'s plan of one such pod is that choice, and nothing is counted of it).
+    True: bound; False: no node has room for it now (the plan is empty); None: not such a batch, or the limit check
+    on the node it would go to failed (the general path says why)."""
+    if job.topology is not None and (job.required_level or job.preferred_level):
+        return None
+    pod = batch[0]
+    choice = session.index.best_node(pod, _spread(session, batch), within)
+    if choice is None:
+        return False
+    node, devices = choice
+    if pod.gpu_mem_mib and limit_violation(session.snap.queues[job.queue],
+                                           (pod.gpu_milli_on(node), pod.cpu, pod.mem), job) is not None:
+        return None  # (``charged_violation``)
+    cp = session.checkpoint()
+    session.allocate(pod, node, devices)
+    session.committed(cp)
     return True
 
 
