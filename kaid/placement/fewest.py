@@ -33,20 +33,32 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
     model."""
     pod, need = pods[0], len(pods)
     rooms = index.rooms(pod).room  # per node, its room for the shape where the pod's signature may go (else 0)
-    # per domain, the nodes by (room, idle GPUs): nodes alike cost alike
-    by_domain: dict[str | None, dict[tuple[int, int], list[Node]]] = defaultdict(lambda: defaultdict(list))
+    nodes = index.nodes
+    # per domain, the nodes by (room, idle GPUs), each group in the order of the nodes: nodes alike cost alike
+    by_domain: dict[str | None, dict[tuple[int, int], list[Node]]] = {}
     least = pod.gpu_whole
-    if least:  # only nodes with enough idle GPUs, straight from the index's buckets
-        candidates = [index.nodes[i] for k in range(least, index.max_gpus + 1) for i in index.buckets[k]]
-        candidates.sort(key=lambda n: n.index)
-    else:
-        candidates = index.nodes
+    # whole GPUs: only the nodes with enough idle GPUs, straight from the index's buckets (each in the nodes' order,
+    # and a group of nodes of one idle count comes from one bucket)
+    runs = [index.buckets[k] for k in range(least, index.max_gpus + 1)] if least else [range(len(nodes))]
     total = count = 0
-    for n in candidates:
-        room = rooms[n.index]
-        if room > 0 and (region is None or region[n.index]):
-            room = min(room, need)
-            by_domain[n.labels.get(preferred) if preferred else None][(room, n.idle)].append(n)
+    for ids in runs:
+        for i in ids:
+            room = rooms[i]
+            if room <= 0 or (region is not None and not region[i]):
+                continue
+            n = nodes[i]
+            if room > need:
+                room = need
+            domain = n.labels.get(preferred) if preferred else None
+            groups = by_domain.get(domain)
+            if groups is None:
+                groups = by_domain[domain] = {}
+            key = (room, n.idle)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [n]
+            else:
+                group.append(n)
             total += room
             count += 1
     if total < need:
@@ -113,12 +125,16 @@ def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] |
     best = np.full(need + 1, _NONE, dtype=np.int64)
     best[0] = 0
     ks = np.arange(need + 1)
-    behind = ks[:, None] - ks[None, :]  # k - j: pods left for the domains before
-    valid = behind >= 0
-    behind = np.where(valid, behind, 0)
+    behind_all = ks[:, None] - ks[None, :]  # k - j: pods left for the domains before
+    valid_all = behind_all >= 0
+    behind_all = np.where(valid_all, behind_all, 0)
     picks: list[NDArray[np.int64]] = []
     for cost in costs:
-        here = np.where(cost[None, :] >= _NONE, _NONE, cost[None, :] + w_dom)
+        # a domain takes at most as many pods as it has room for: the columns j beyond (cost NONE) are never picked
+        # before a column that is not, and a row of NONE picks its first column either way
+        top = int(np.flatnonzero(cost < _NONE)[-1]) + 1
+        behind, valid = behind_all[:, :top], valid_all[:, :top]
+        here = np.where(cost[None, :top] >= _NONE, _NONE, cost[None, :top] + w_dom)
         here[:, 0] = 0  # the domain not used
         cand = np.where(valid, best[behind] + here, _NONE)
         cand = np.minimum(cand, _NONE)
