@@ -56,7 +56,7 @@ def _more(job: Job, nexts: NextBatches) -> bool:
     """Whether a job just placed has another batch: for a job of one pod set, whether a pod of it still waits (its
     next batch is then one of them or more), read at C speed; the batch itself is worked out when it is served."""
     if not job.subgroups:
-        return PodStatus.PENDING in map(_STATUS, job.pods)
+        return _PENDING in map(_STATUS, job.pods)
     return bool(nexts.batch(job))
 
 
@@ -109,11 +109,14 @@ class NextBatches:
 
 
 _STATUS = attrgetter("status")
+# read per job and per placement, as module constants: an enum member read through its class (``PodStatus.PENDING``) is
+# an attribute lookup through ``EnumType.__getattr__`` on Python 3.11, ~0.3 us, where a constant is ~0.02 us
+_PENDING: str = PodStatus.PENDING
 
 
 def _waiting(session: Session, job: Job) -> bool:
     q = session.snap.queues.get(job.queue)
-    if q is None or q.children or q.errors or job.errors or PodStatus.PENDING not in map(_STATUS, job.pods):
+    if q is None or q.children or q.errors or job.errors or _PENDING not in map(_STATUS, job.pods):
         return False
     if not gangs.gang_possible(job):
         active = sum(1 for p in job.pods if gangs.is_active(p))

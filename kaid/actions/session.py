@@ -19,6 +19,10 @@ from kaid.placement.index import Devices, NodeIndex
 Vec = tuple[int, int, int]
 # a pod deleted longer ago than this is stuck (KAI's StuckInReleasing): what it holds is promised to no one
 STUCK_RELEASING_SECONDS = 120.0
+# what a placement writes, as module constants: an enum member read through its class (``PodStatus.PENDING``) is
+# an attribute lookup through ``EnumType.__getattr__`` on Python 3.11, ~0.3 us, where a constant is ~0.02 us
+_ALLOCATE, _ALLOCATED = OpKind.ALLOCATE, PodStatus.ALLOCATED
+_PIPELINE, _PIPELINED = OpKind.PIPELINE, PodStatus.PIPELINED
 
 
 @dataclass
@@ -172,12 +176,12 @@ class Session:
 
     def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = Action.ALLOCATE) -> None:
         """Place a pending pod on free resources of ``node`` (``devices``: the GPUs it gets); bound by the cycle."""
-        self._place(OpKind.ALLOCATE, PodStatus.ALLOCATED, pod, node, devices, action, None)
+        self._place(_ALLOCATE, _ALLOCATED, pod, node, devices, action, None)
 
     def pipeline(self, pod: Pod, node: Node, devices: Devices, action: str, by: str | None) -> None:
         """Place a pod onto resources that evictions in this session are freeing; it is bound once the
         victims are gone, and the resources stay reserved for it until then."""
-        self._place(OpKind.PIPELINE, PodStatus.PIPELINED, pod, node, devices, action, by)
+        self._place(_PIPELINE, _PIPELINED, pod, node, devices, action, by)
 
     def evict(self, pod: Pod, action: str, by: str | None, message: str) -> None:
         """Evict a running pod: its resources are free for this session's later placements."""

@@ -121,7 +121,7 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
                                              marks)
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
-    waiting = {p.uid for p in pods if p.status == PodStatus.PENDING and p.frac_devices}
+    waiting = {p.uid for p in pods if p.status == _PENDING and p.frac_devices}
     for node, pod in reservations:
         if pod.gpu_group and not opened_by(pod.gpu_group, waiting):  # (else its pod meets it again if placed here)
             hold_reserved_device(node, pod.gpu_group)
@@ -190,6 +190,10 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
 
 
 _NO_ANNOTATIONS: Obj = {}  # a pod without annotations (read, never written)
+# the statuses a pod is read with, as module constants: an enum member read through its class (``PodStatus.PENDING``) is
+# an attribute lookup through ``EnumType.__getattr__`` on Python 3.11, ~0.3 us, where a constant is ~0.02 us
+_PENDING, _PIPELINED, _RELEASING = PodStatus.PENDING, PodStatus.PIPELINED, PodStatus.RELEASING
+_RUNNING, _BOUND, _RUNNING_PHASE = PodStatus.RUNNING, PodStatus.BOUND, PodPhase.RUNNING
 # the stale marks that a job's pods read from their objects carry (``complete_job``): id(job) -> (the latest, how many)
 StaleMarks = dict[int, tuple[float, int]]
 
@@ -210,12 +214,11 @@ def place_pod(obj: Obj, pod: Pod, ours: bool, anns: Obj | None = None) -> int | 
     if pipelined and not pod.releasing:
         pod.node = pipelined
     if pipelined and pod.node:
-        pod.status = PodStatus.PIPELINED
+        pod.status = _PIPELINED
         pod.pipeline_action = annotation_text(obj, c.PIPELINED_ACTION_ANNOTATION)
         return 2
     if pod.node:
-        pod.status = PodStatus.RELEASING if pod.releasing else \
-            PodStatus.RUNNING if pod.phase == PodPhase.RUNNING else PodStatus.BOUND
+        pod.status = _RELEASING if pod.releasing else _RUNNING if pod.phase == _RUNNING_PHASE else _BOUND
         return 0 if pod.devices else 1
     return None
 

@@ -99,6 +99,10 @@ class Node:
 _NO_SELECTOR: Mapping[str, str] = {}
 _NO_TERMS: Sequence[list[dict[str, Any]]] = []
 _NO_TOLERATIONS: Sequence[dict[str, Any]] = []
+# a new pod's phase and status, as module constants: an enum member read through its class (``PodStatus.PENDING``) is
+# an attribute lookup through ``EnumType.__getattr__`` on Python 3.11, ~0.3 us, where a constant is ~0.02 us
+_PENDING_PHASE: str = PodPhase.PENDING
+_PENDING: str = PodStatus.PENDING
 
 
 class Pod:
@@ -119,8 +123,8 @@ class Pod:
         self.key = f"{namespace}/{name}"
         self.job: Job | None = None
         self.node: str | None = None
-        self.phase: str = PodPhase.PENDING
-        self.status: str = PodStatus.PENDING  # a PodStatus
+        self.phase: str = _PENDING_PHASE
+        self.status: str = _PENDING  # a PodStatus
         self.releasing = False
         self.deleted = 0.0  # when deletion was asked for (releasing pods)
         self.cpu = 0
