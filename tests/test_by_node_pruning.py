@@ -394,3 +394,60 @@ def test_a_job_that_needs_every_candidate_gpu_is_searched() -> None:
     more[1]["spec"]["minMember"] = 4
     d = run_cycle(build_snapshot(more, cfg, NOW), cfg)
     assert not d.pipelined and not d.evictions
+
+
+def _no_first(session: Session, att: Attempt, recorded: list[Unit]) -> None:
+    return None
+
+
+def _back_to_start(session: Session, start: int, recorded: list[Unit]) -> int:
+    return start
+
+
+def _operations(objs: list[dict[str, object]], cfg: SchedulerConfig, plain: bool) -> list[list[tuple[object, ...]]]:
+    """Each by-node solve's operations (kind, pod, node, devices, message) as it returns, over one cycle."""
+    seen: list[list[tuple[object, ...]]] = []
+    real = by_node.solve
+
+    def recorded(session: Session, att: Attempt, search: Search,
+                 valid: Callable[[Attempt, Outcome], bool]) -> tuple[list[int], Outcome] | None:
+        start = session.checkpoint()
+        out = real(session, att, search, valid)
+        seen.append([(op.kind, op.pod.key, op.node.name, op.devices, op.message) for op in session.ops[start:]])
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(by_node, "solve", recorded)
+        if plain:
+            mp.setattr(by_node, "evict_first", _no_first)
+            mp.setattr(by_node, "kept_evictions", _back_to_start)
+        run_cycle(build_snapshot(objs, cfg, NOW), cfg)
+    return seen
+
+
+def assert_kept_evictions_are_plain(objs: list[dict[str, object]], cfg: SchedulerConfig) -> None:
+    """Every by-node solve leaves the operations the plain one does (each simulation evicting its recorded victims
+    itself, each partial job rolled back to the attempt's start), and the cycle decides the same."""
+    assert _operations(objs, cfg, False) == _operations(objs, cfg, True)
+    def cycle() -> list[Decisions]:
+        return [run_cycle(build_snapshot(objs, cfg, NOW), cfg)]
+
+    assert_same_decisions(cycle, [], [(by_node, "evict_first", _no_first),
+                                      (by_node, "kept_evictions", _back_to_start)])
+
+
+@SETTINGS
+@given(objs=big_jobs())
+def test_kept_evictions_make_the_plain_operations(objs: list[dict[str, object]]) -> None:
+    assert_kept_evictions_are_plain(objs, CROWDED)
+
+
+@SETTINGS
+@given(case=cases())
+def test_kept_evictions_decide_as_the_plain_search(case: Case) -> None:
+    assert_kept_evictions_are_plain(case.objs + case.late, case.cfg)
+
+
+def test_the_benchmark_kept_evictions_are_the_plain_operations() -> None:
+    wl = bench_victims.build_workload(nodes=40, reclaimers=8, seed=2)
+    assert_kept_evictions_are_plain(wl.objects, bench_victims.config_for("greedy"))
