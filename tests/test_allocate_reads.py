@@ -75,3 +75,12 @@ def test_spread_reads_the_pods_only_where_the_strategies_differ(gpu: str, cpu: s
     with_gpu.gpu_whole = 1
     for batch, strategy in (([with_gpu], gpu), ([without], cpu), ([without, with_gpu], gpu)):
         assert _spread(Held(), batch) == (strategy == "spread")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_next_batches_of_one_pod_are_tasks_to_allocate(seed: int) -> None:
+    """``NextBatches.batch`` reads a job of one pod (no sub-groups) without ``tasks_to_allocate``: the same batch."""
+    rng = random.Random(seed)
+    for i in range(300):
+        job = _job(rng, i)
+        assert NextBatches(None).batch(job) == gangs.tasks_to_allocate(job), [p.status for p in job.pods]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaid.actions.limits import _crosses, _first_violation, limit_violation
+from kaid.actions.limits import PathLimits, _crosses, _first_violation, limit_violation
 from kaid.model.objects import Job, Queue
 
 
@@ -39,3 +39,24 @@ def test_limit_violation_is_the_plain_readings(case: tuple[Queue, tuple[int, int
     plain = _first_violation(queue, req, job)
     assert limit_violation(queue, req, job) == plain
     assert _crosses(queue, req, job.preemptible) == (plain is not None)  # exact: the words only where needed
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=paths(), data=st.data())
+def test_path_limits_read_once_answer_as_the_plain_readings(case: tuple[Queue, tuple[int, int, int], Job],
+                                                            data: st.DataObject) -> None:
+    """``PathLimits`` keeps each queue's path of limits and quotas from its first question: what the queues hold
+    changes between questions (an action places and takes back), the answers are the plain readings'."""
+    queue, req, job = case
+    limits = PathLimits()
+    held = st.sampled_from([0, 1000, 2000, 3000])
+    for _ in range(4):
+        assert limits.crosses(queue, req, job.preemptible) == _crosses(queue, req, job.preemptible)
+        assert limits.violation(queue, req, job) == _first_violation(queue, req, job)
+        anc: Queue | None = queue
+        while anc is not None:  # what each queue holds moves
+            anc.allocated = [data.draw(held) for _ in range(3)]
+            anc.alloc_np = [min(a, data.draw(held)) for a in anc.allocated]
+            anc = anc.parent
+        job.preemptible = data.draw(st.booleans())
+        req = (data.draw(st.sampled_from([0, 500, 1000])), req[1], data.draw(st.sampled_from([0, 2000])))

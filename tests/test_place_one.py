@@ -102,3 +102,14 @@ def test_a_gpu_memory_pod_over_its_limit_on_a_smaller_gpu_waits() -> None:
     d = _over(objs, 1)[0]
     assert not d.binds
     assert d.pending["default/j"][0].code == "QueueLimit"
+
+
+def test_a_gpu_memory_pod_is_checked_against_its_limit_on_the_largest_gpu() -> None:
+    """The limit check before placing sizes a gpu-memory request on the largest GPU (the reference), not on the
+    smallest one the order sizes it on: a pod that fits its queue's limit there is bound on a GPU that large."""
+    objs = [queue("org"), queue("q", "org", gpu=(0, 0.3, 1)), queue("other", "org"),
+            node("a-small", gpus=1, gpu_memory=40960), node("b-big", gpus=1, gpu_memory=81920),
+            podgroup("busy", "other"), pod("busy-0", gpus=1, group="busy", node_name="a-small"),
+            podgroup("j", "q"), pod("j-0", group="j", annotations={c.GPU_MEMORY_ANNOTATION: "20000"})]
+    d = _over(objs, 1)[0]
+    assert [(b.pod, b.node) for b in d.binds] == [("default/j-0", "b-big")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from operator import attrgetter
 
 from kaid.actions import gangs
-from kaid.actions.limits import charged_violation, limit_violation
+from kaid.actions.limits import PathLimits, charged_violation, limit_violation
 from kaid.actions.order import ByQueue
 from kaid.actions.scenario import held_by
 from kaid.actions.session import Session, Vec, job_request
@@ -28,9 +28,10 @@ def allocate(session: Session) -> None:
     order = ByQueue(session.snap.queues, session.total, nexts.request, held_by)
     order.push_all(j for j in session.snap.jobs.values() if _waiting(session, j))
     failed: Failures = {}
+    limits = PathLimits()
     full_checked = False
     while (job := order.pop()) is not None:
-        placed = _serve(session, job, nexts.batch(job), failed)
+        placed = _serve(session, job, nexts.batch(job), failed, nexts, limits)
         nexts.served(job)
         more = placed and _more(job, nexts)
         if more:
@@ -47,7 +48,7 @@ def allocate(session: Session) -> None:
                 # nothing is placed any more, so nothing changes: each job fails as it would in its turn
                 order.clear()
                 for j in rest:
-                    _serve(session, j, nexts.batch(j), failed)
+                    _serve(session, j, nexts.batch(j), failed, nexts, limits)
                 break
     session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
 
@@ -94,7 +95,12 @@ class NextBatches:
     def batch(self, job: Job) -> list[Pod]:
         known = self._batches.get(id(job))
         if known is None:
-            known = self._batches[id(job)] = gangs.tasks_to_allocate(job)
+            pods = job.pods
+            if len(pods) == 1 and not job.subgroups:  # ``tasks_to_allocate`` of one pod: itself, if it waits
+                known = [pods[0]] if pods[0].status == _PENDING else []
+            else:
+                known = gangs.tasks_to_allocate(job)
+            self._batches[id(job)] = known
         return known
 
     def request(self, job: Job) -> Vec:
@@ -128,11 +134,14 @@ def _waiting(session: Session, job: Job) -> bool:
     return True
 
 
-def _serve(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bool:
+def _serve(session: Session, job: Job, batch: list[Pod], failed: Failures, nexts: NextBatches,
+           limits: PathLimits) -> bool:
     if not batch:
         return False
     queue = session.snap.queues[job.queue]
-    why = limit_violation(queue, job_request(batch, session.ref), job)
+    # the request on the reference GPU: the order's (on the smallest GPU) where no gpu-memory pod makes them differ
+    one = len(batch) == 1 and not batch[0].gpu_mem_mib
+    why = limits.violation(queue, nexts.request(job) if one else job_request(batch, session.ref), job)
     if why is not None:
         session.reasons[job.key] = [why]
         return False
@@ -172,7 +181,7 @@ def _plan(session: Session, job: Job, batch: list[Pod], within: bytearray | None
 def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bool:
     """Bind the batch where it fits now, or pipeline it onto what releasing pods hold; else say why not."""
     index = session.index
-    within = gangs.domain_of_running(job, session)
+    within = gangs.domain_of_running(job, session) if job.required_level else None
     # (the failure key is looked up once a placement failed in this cycle, and worked out where one fails)
     key = _failure_key(job, batch) if within is None and failed else None
     hit = failed.get(key) if key is not None and job.key != session.focus else None

@@ -50,6 +50,58 @@ def _crosses(queue: Queue, req: tuple[int, int, int], preemptible: bool) -> bool
     return False
 
 
+class PathLimits:
+    """``_crosses`` for the jobs of an action, each queue's path read once: per leaf queue, the limits on its path
+    that are not unlimited (with ``Queue.effective_limit``'s reading of 0) and the quotas that are not, by resource.
+    A queue's limits and quotas stay put within an action; what it holds (``allocated``, ``alloc_np``) is read at
+    each question. Most queues have none of either: a preemptible job of theirs crosses nothing."""
+
+    __slots__ = ("_paths",)
+
+    def __init__(self) -> None:
+        self._paths: dict[int, tuple[tuple[tuple[Queue, int, int], ...], tuple[tuple[Queue, int, int], ...]]] = {}
+
+    def violation(self, queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
+        """``limit_violation``."""
+        if not self.crosses(queue, req, job.preemptible):
+            return None
+        return _first_violation(queue, req, job)
+
+    def crosses(self, queue: Queue, req: tuple[int, int, int], preemptible: bool) -> bool:
+        """``_crosses``."""
+        path = self._paths.get(id(queue))
+        if path is None:
+            path = self._paths[id(queue)] = _path_limits(queue)
+        limits, quotas = path
+        for q, r, lim in limits:
+            want = req[r]
+            if want and q.allocated[r] + want > lim:
+                return True
+        if not preemptible:
+            for q, r, quota in quotas:
+                want = req[r]
+                if want and q.alloc_np[r] + want > quota:
+                    return True
+        return False
+
+
+def _path_limits(queue: Queue) -> tuple[tuple[tuple[Queue, int, int], ...], tuple[tuple[Queue, int, int], ...]]:
+    limits: list[tuple[Queue, int, int]] = []
+    quotas: list[tuple[Queue, int, int]] = []
+    q: Queue | None = queue
+    while q is not None:
+        for r in (0, 1, 2):
+            lim = q.limit[r]
+            if lim == 0:
+                lim = q.quota[r]
+            if lim != UNLIMITED:
+                limits.append((q, r, lim))
+            if q.quota[r] != UNLIMITED:
+                quotas.append((q, r, q.quota[r]))
+        q = q.parent
+    return tuple(limits), tuple(quotas)
+
+
 def _first_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
     for anc in queue.path():
         for r, name in enumerate(RESOURCES):
