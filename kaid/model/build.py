@@ -9,7 +9,7 @@ still read.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,14 +54,17 @@ _LISTS = {"Node": "nodes", "Pod": "pods", "Queue": "queues", "PodGroup": "podgro
 def sort_inputs(objects: Iterable[Obj], into: Inputs | None = None) -> Inputs:
     """Objects by kind (the items of a ``List`` included); unknown kinds and non-objects are skipped."""
     inp = into or Inputs()
+    # each kind's list found once per call
+    into_list: dict[Any, Callable[[Obj], None]] = {kind: getattr(inp, name).append for kind, name in _LISTS.items()}
     for obj in objects:
         if not isinstance(obj, dict):
             continue
         kind = obj.get("kind")
-        if kind == "List":
+        add = into_list.get(kind)
+        if add is not None:
+            add(obj)
+        elif kind == "List":
             sort_inputs(obj.get("items") or [], inp)
-        elif kind in _LISTS:
-            getattr(inp, _LISTS[kind]).append(obj)
         elif kind == "Namespace":
             inp.namespaces[meta.name(obj)] = obj
         elif kind in OWNER_KINDS:

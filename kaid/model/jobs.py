@@ -92,7 +92,8 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     job.priority_class = spec.priority_class
     if spec.preemptibility:
         job.preemptibility = spec.preemptibility
-    job.subgroups = list(spec.subgroups)  # the sub-groups' mappings are read, never written
+    if spec.subgroups:  # (else the job's own empty list stays)
+        job.subgroups = list(spec.subgroups)  # the sub-groups' mappings are read, never written
     job.min_subgroup = spec.min_subgroup
     if spec.topology is not None:
         job.topology, job.required_level, job.preferred_level = spec.topology
