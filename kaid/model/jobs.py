@@ -139,7 +139,7 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
                     f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
                     "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
     if not job.pods:
-        _labels_from(job, obj, owner, namespaces.get(meta.namespace(obj)), cfg)
+        _labels_from(job, obj, owner, namespaces.get(pod.namespace), cfg)  # (the pod's namespace as read from obj)
     return job
 
 

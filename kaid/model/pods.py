@@ -83,7 +83,8 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     pod.phase = str(status.get("phase") or PodPhase.PENDING)
     pod.node = spec.get("nodeName") or None
     pod.created = timestamp(m.get("creationTimestamp"))
-    pod.started = timestamp(status.get("startTime")) or pod.created
+    started = status.get("startTime")  # (none yet, as for a pending pod: read as 0, so the creation time)
+    pod.started = (timestamp(started) or pod.created) if started else pod.created
     deletion = m.get("deletionTimestamp")
     if deletion:
         pod.releasing = True
