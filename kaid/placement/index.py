@@ -236,12 +236,17 @@ class NodeIndex:
 
     def devices_for(self, node: Node, pod: Pod, spread: bool = False) -> Devices | None:
         """The devices the pod would get on the node now (``()`` for a pod without GPUs), or None if it does not fit."""
+        if pod.frac_devices and not pod.gpu_whole:
+            # ``resource_failure`` but for its last check, whether ``shared_devices`` finds devices: the devices
+            # chosen here answer it (whether they are found does not depend on ``spread``, only their order)
+            if node.used_pods + 1 > node.alloc_pods or node.used_cpu + pod.cpu > node.alloc_cpu or \
+                    node.used_mem + pod.mem > node.alloc_mem:
+                return None
+            return shared_devices(node, pod, spread)
         if resource_failure(node, pod) is not None:
             return None
         if pod.gpu_whole:
             return whole_devices(node, pod.gpu_whole)
-        if pod.frac_devices:
-            return shared_devices(node, pod, spread)
         return ()
 
     def _by_idle(self, low: int, spread: bool) -> Iterator[int]:
