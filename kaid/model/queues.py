@@ -158,13 +158,15 @@ def charge(queue: Queue, vec: tuple[int, int, int], non_preemptible: bool, sign:
 def account(snap: Snapshot) -> None:
     """Fill each queue's jobs, allocated, non-preemptible allocated and requested, up the tree. A pod on its way
     out (releasing) still holds its node's resources but no longer counts for its queue (as in KAI). A job's pods
-    are summed first, then added to each queue of its path once."""
+    are summed first, and what they hold charged to each queue of its path once; what the jobs request is summed
+    per queue, and added to each queue of its path once."""
     ref = reference_node(snap.nodes)
     for q in snap.queues.values():
         q.jobs = []
         q.allocated, q.alloc_np, q.requested = zero(), zero(), zero()
         q.version += 1
     node_by_name = snap.node_by_name
+    requested: dict[int, list[Any]] = {}  # id(queue) -> [queue, gpu, cpu, memory] its jobs request
     for job in snap.jobs.values():
         queue = snap.queues.get(job.queue)
         if queue is None:
@@ -190,14 +192,22 @@ def account(snap: Snapshot) -> None:
                 am += pod.mem
         job.request_milli = rg
         if rg or rc or rm:
-            anc: Queue | None = queue
-            while anc is not None:
-                r = anc.requested
-                r[0] += rg
-                r[1] += rc
-                r[2] += rm
-                anc = anc.parent
+            sums = requested.get(id(queue))
+            if sums is None:
+                requested[id(queue)] = [queue, rg, rc, rm]
+            else:
+                sums[1] += rg
+                sums[2] += rc
+                sums[3] += rm
         if ag or ac or am:
             charge(queue, (ag, ac, am), not job.preemptible)
+    for queue, rg, rc, rm in requested.values():  # each queue's jobs' requests added up its path once
+        anc: Queue | None = queue
+        while anc is not None:
+            r = anc.requested
+            r[0] += rg
+            r[1] += rc
+            r[2] += rm
+            anc = anc.parent
     for q in snap.queues.values():
         q.jobs.sort(key=lambda j: (-j.priority, j.created, j.key))
