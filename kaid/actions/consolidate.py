@@ -4,6 +4,7 @@ PodDisruptionBudgets hold. Fractional and gpu-memory pods move like the others."
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from kaid.actions.evictions import SILENT, evict_for_pending
@@ -82,6 +83,9 @@ class ConsolidateRules:
 
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         return True  # a job of any queue may be moved
+
+    def candidate_queues(self, session: Session, att: Attempt, queues: Collection[str]) -> list[str]:
+        return list(queues)
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         return not out.evicted and len(out.moved) <= self.moves_left

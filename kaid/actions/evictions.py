@@ -5,7 +5,7 @@ The actions differ only in their ``Rules``: who may evict, whom, and what must h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from itertools import count
 from operator import itemgetter
@@ -46,6 +46,10 @@ class Rules(Protocol):
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         """False where ``candidate`` is False for every job of ``queue``: a search reads only the jobs of the other
         queues (it read every running job of the cluster, per search)."""
+
+    def candidate_queues(self, session: Session, att: Attempt, queues: Collection[str]) -> list[str]:
+        """Those of ``queues`` (in their order) for which ``candidate_queue`` is True, named at once where the
+        action knows them without asking each (every search asked it of every queue holding a running job)."""
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         """Whether a scenario that placed the job keeps the action's rules."""
@@ -133,7 +137,7 @@ class Pool:
         if not self.by_queue and self.jobs:
             for job in self.jobs:
                 self.by_queue.setdefault(job.queue, []).append(job)
-        return [q for q in self.by_queue if rules.candidate_queue(session, att, q)]
+        return rules.candidate_queues(session, att, self.by_queue.keys())
 
     def of_queues(self, session: Session, rules: Rules, att: Attempt) -> list[Job]:
         """The jobs of the queues that may hold candidates for ``att``."""

@@ -3,6 +3,7 @@ with ``preemptionPolicy: Never`` never preempts (KAI ignores it; kai does not, s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
@@ -47,6 +48,9 @@ class PreemptRules:
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         """Only the job's own queue holds candidates."""
         return queue == att.job.queue
+
+    def candidate_queues(self, session: Session, att: Attempt, queues: Collection[str]) -> list[str]:
+        return [att.job.queue] if att.job.queue in queues else []
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         return True

@@ -3,6 +3,7 @@ work only, by KAI's rules (``reclaimable``)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
@@ -57,6 +58,9 @@ class ReclaimRules:
             victim_q = session.snap.queues.get(queue)
             known = self.allowed[queue] = victim_q is not None and victim_allowed(att.queue, victim_q, att.request)
         return known
+
+    def candidate_queues(self, session: Session, att: Attempt, queues: Collection[str]) -> list[str]:
+        return [q for q in queues if self.candidate_queue(session, att, q)]
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
         taken: dict[str, list[tuple[int, int, int]]] = {}
