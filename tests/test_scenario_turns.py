@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from kaid.actions import scenario
 from kaid.actions.order import ByQueue
+from kaid.actions.scenario import Attempt, job_order
+from kaid.actions.session import Session
 from kaid.model.objects import Job
 from kaid.model.queues import charge
 from tests.equivalence import assert_same_decisions
@@ -100,3 +102,42 @@ def test_one_leaf_scenarios_decide_as_with_every_waiting_job(case: Case) -> None
     assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "_others_matter", counted)],
                           [(scenario, "_others_matter", lambda involved: True), (scenario, "turns", every_turn)])
     event(f"scenarios in one leaf: {'some' if alone[0] else 'none'}")
+
+
+def plain_serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> ByQueue:
+    """The plain reading of a scenario's order: its victims, its job and the other waiting jobs of the queues it
+    involves (where their turns matter) pushed at once, every key read afresh."""
+    involved = {j.queue for j in victims.values()} | {att.job.queue}
+    jobs = [*victims.values(), att.job]
+    if scenario._others_matter(involved):
+        jobs += [job for q in involved for job in scenario.waiting_in(session, att, q)
+                 if job.key not in victims and job is not att.job]
+    return job_order(session, jobs, request=scenario._asks(session, att, victims))
+
+
+@SETTINGS
+@given(case=cases())
+def test_serving_orders_copied_are_those_made_afresh(case: Case) -> None:
+    """A scenario's order copied from the one made for the attempt's queues (``scenario.serving_order``) holds
+    every job in the line and with the key the plain reading gives it (a mutant that leaves a victim in the copy,
+    or keeps one order per attempt whatever the queues involved, fails this test)."""
+    stale = [0]
+    copied = [0]
+    kept = scenario.serving_order
+
+    def checked(session: Session, att: Attempt, victims: dict[str, Job]) -> ByQueue:
+        queues = frozenset({j.queue for j in victims.values()} | {att.job.queue})
+        copied[0] += queues in att.orders
+        order = kept(session, att, victims)
+        plain = plain_serving_order(session, att, victims)
+        stale[0] += {q: jobs for q, jobs in order.leaves.items() if jobs} != \
+            {q: jobs for q, jobs in plain.leaves.items() if jobs}
+        stale[0] += {q: keys for q, keys in order._keys.items() if keys} != \
+            {q: keys for q, keys in plain._keys.items() if keys}
+        return order
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "serving_order", checked)
+        decisions_over(case, 4)
+    event(f"scenarios that copied an order: {'some' if copied[0] else 'none'}")
+    assert not stale[0]

@@ -15,7 +15,7 @@ the rules one pair of queues at a time, as KAI writes them.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush, heapreplace
@@ -211,6 +211,29 @@ class ByQueue:
         keys.insert(at, key)
         jobs.insert(len(jobs) - at if self.victims else at, job)
         self._touch(queue)
+
+    def copy(self, request: Callable[[Job], Vec]) -> ByQueue:
+        """A serving order of the jobs this one holds, in the same lines, that asks ``request`` what a job asks for
+        (for an order none was handed out from: nothing it worked out is copied but the queues' fixed rules)."""
+        assert not self.victims and not self.frozen
+        new = ByQueue(self.queues, self.total, request, self.held)
+        new._caps, new._rules, new._ties = self._caps, self._rules, self._ties  # (fixed in a cycle)
+        for name, jobs in self.leaves.items():
+            if jobs:
+                new.leaves[name] = list(jobs)
+                new._keys[name] = list(self._keys[name])
+                new._touch(self.queues[name])
+        return new
+
+    def remove(self, job: Job, key: JobKey) -> None:
+        """Take ``job``, pushed with ``key``, out of a serving order."""
+        assert not self.victims
+        keys = self._keys[job.queue]
+        at = bisect_left(keys, key)
+        assert self.leaves[job.queue][at] is job
+        del keys[at]
+        del self.leaves[job.queue][at]
+        self._touch(self.queues[job.queue])
 
     def __bool__(self) -> bool:
         return any(self.leaves.values())

@@ -43,6 +43,9 @@ class Attempt:
     keys: dict[int, JobKey] = field(default_factory=dict)
     # the job's whole next batch (``gangs.tasks_to_allocate``) where ``batch`` is a partial job of its first pods
     tasks: list[Pod] | None = None
+    # the queues a scenario involves -> the order of their waiting jobs but the pending one as the attempt found them
+    # (none handed out from it), id(job) of those it holds, and those it does not (``serving_order``)
+    orders: dict[frozenset[str], tuple[ByQueue, set[int], list[Job]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,17 +133,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     """Place the victims' jobs and the pending job in the order allocate serves them (on the ``feasible`` nodes, if
     given: ``_place``)."""
     victims = {u.job.key: u.job for u in units}
-    involved = {j.queue for j in victims.values()} | {att.job.queue}
-    jobs = [*victims.values(), att.job]
-    keys: dict[int, JobKey] = {}
-    if _others_matter(involved):
-        # the order sorts each leaf's jobs by a key of their own: the order they come in does not matter
-        key = _keys(att)
-        others = [job for q in involved for job in waiting_in(session, att, q)
-                  if job.key not in victims and job is not att.job]
-        keys = {id(job): key(job) for job in others}  # (the victims' and the job's read again: their pods moved)
-        jobs += others
-    order = job_order(session, jobs, request=_asks(session, att, victims), keys=keys)
+    order = serving_order(session, att, victims)
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
@@ -175,6 +168,37 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                 above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
+
+
+def serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> ByQueue:
+    """The order in which a scenario of ``att`` with ``victims`` (by key) serves its jobs: the victims, the pending
+    job and, where their turns matter (``_others_matter``), the other waiting jobs of the queues involved. Those are
+    the same in every scenario of the attempt that involves the same queues, with the same keys (``_keys``), but for
+    the ones that are victims in it (their pods moved): their order is made once per attempt and set of queues
+    (``Attempt.orders``) and copied, where each scenario pushed and sorted them again."""
+    involved = {j.queue for j in victims.values()} | {att.job.queue}
+    request = _asks(session, att, victims)
+    jobs = [*victims.values(), att.job]
+    if not _others_matter(involved):
+        return job_order(session, jobs, request=request)
+    key = _keys(att)
+    queues = frozenset(involved)
+    made = att.orders.get(queues)
+    if made is None:  # (the victims of this scenario left out: their keys cannot be read as the attempt found them)
+        waiting = [job for q in involved for job in waiting_in(session, att, q) if job is not att.job]
+        others = [job for job in waiting if job.key not in victims]
+        made = att.orders[queues] = (job_order(session, others, keys={id(job): key(job) for job in others}),
+                                     {id(job) for job in others}, [job for job in waiting if job.key in victims])
+    template, held, absent = made
+    order = template.copy(request)
+    for job in victims.values():  # (read again below, as the pending job: their pods moved)
+        if id(job) in held:
+            order.remove(job, key(job))
+    for job in absent:
+        if job.key not in victims:
+            order.push(job, key(job))
+    order.push_all(jobs)
+    return order
 
 
 def _others_matter(involved: set[str]) -> bool:
