@@ -203,8 +203,10 @@ def _pod_fields(pod: Pod) -> dict[str, Any]:
 @pytest.mark.parametrize("seed", range(6))
 def test_pods_read_as_the_plain_reading_reads_them(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    if seed % 2:  # the memory of timestamps forgets as it goes
+    monkeypatch.setattr(pods, "_SHARES", {})  # (the GPU shares other tests read left aside)
+    if seed % 2:  # the memories of timestamps and GPU shares forget as they go
         monkeypatch.setattr(pods, "_TIMES_KEPT", 3)
+        monkeypatch.setattr(pods, "_SHARES_KEPT", 2)
     objects = [_pod_object(rng, i) for i in range(400)]
     for obj in objects + objects:  # the second time through: from the memories
         fast: list[Reason] = []

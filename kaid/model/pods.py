@@ -98,7 +98,18 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     if not isinstance(ann, dict):
         ann = _NONE
     if ann and not ann.keys().isdisjoint(_SHARING):  # (without any of them there is nothing to read)
-        _read_sharing(pod, {k: str(ann[k]) for k in _SHARING if k in ann}, problems)
+        written = {k: str(ann[k]) for k in _SHARING if k in ann}
+        key = (written.get(c.GPU_FRACTION_ANNOTATION), written.get(c.GPU_MEMORY_ANNOTATION),
+               written.get(c.GPU_FRACTION_NUM_DEVICES_ANNOTATION))
+        known = None if pod.gpu_whole else _SHARES.get(key)
+        if known is not None:
+            pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices = known
+        else:
+            _read_sharing(pod, written, problems)
+            if pod.frac_devices:  # (read without a problem: the same words read the same for every pod)
+                if len(_SHARES) >= _SHARES_KEPT:
+                    _SHARES.clear()
+                _SHARES[key] = (pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices)
     if spec.get("nodeSelector") or spec.get("affinity") or spec.get("tolerations"):
         _read_constraints(pod, spec)
     devs = _text(ann, c.GPU_DEVICES_ANNOTATION)
@@ -113,6 +124,10 @@ _NONE: Obj = {}  # a missing metadata or annotations mapping (read, never writte
 _SHARING = (c.GPU_FRACTION_ANNOTATION, c.GPU_MEMORY_ANNOTATION, c.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
 _TIMES: dict[str, float] = {}  # a timestamp as written -> epoch seconds
 _TIMES_KEPT = 32_768
+# a GPU share as its annotations write it (fraction, memory, devices) -> (gpu_frac, gpu_mem_mib, frac_devices), for
+# the shares read without a problem (a pod without whole GPUs): thousands of pods write the same few shares
+_SHARES: dict[tuple[str | None, str | None, str | None], tuple[int, int, int]] = {}
+_SHARES_KEPT = 1024
 
 
 def timestamp(value: Any) -> float:
