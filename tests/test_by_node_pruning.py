@@ -13,7 +13,8 @@ and the decisions are the plain search's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import event, given
@@ -39,19 +40,17 @@ def _always(tried: set[tuple[int, ...]], these: list[int]) -> bool:
     return True
 
 
-@SETTINGS
-@given(case=cases())
-def test_a_repeated_simulation_is_skipped_and_would_place_nothing(case: Case) -> None:
-    """Each simulation ``first_time`` skips is run anyway (by the plain search's node loop) and places nothing; the
-    decisions are those of the plain search."""
+@contextmanager
+def plain_node_loop() -> Iterator[list[int]]:
+    """The plain search's node loop: every node simulated, and each simulation ``first_time`` would have skipped
+    asserted to place nothing. Yields the count of those simulations (one item), filled as the search runs."""
     skipped = [0]
     real = by_node._simulate
     repeat: list[bool] = []
 
     def told(tried: set[tuple[int, ...]], these: list[int]) -> bool:
-        new = first_time(tried, these)
-        repeat.append(not new)
-        return True  # the plain search: every node simulated; the simulation checks what the short cut said
+        repeat.append(not first_time(tried, these))
+        return True
 
     def checked(session: Session, att: Attempt, search: Search, victims: list[Unit],
                 feasible: bytearray | None) -> Outcome | None:
@@ -65,6 +64,15 @@ def test_a_repeated_simulation_is_skipped_and_would_place_nothing(case: Case) ->
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(by_node, "first_time", told)
         mp.setattr(by_node, "_simulate", checked)
+        yield skipped
+
+
+@SETTINGS
+@given(case=cases())
+def test_a_repeated_simulation_is_skipped_and_would_place_nothing(case: Case) -> None:
+    """Each simulation ``first_time`` skips is run anyway (by the plain search's node loop) and places nothing; the
+    decisions are those of the plain search."""
+    with plain_node_loop() as skipped:
         decisions_over(case, 3)
     event(f"simulations first_time skips: {'some' if skipped[0] else 'none'}")
     assert_same_decisions(lambda: decisions_over(case, 3), [], [(by_node, "first_time", _always)])
@@ -152,26 +160,7 @@ def crowded(draw: st.DrawFn) -> list[dict[str, object]]:
 def assert_plain_decisions(objs: list[dict[str, object]]) -> None:
     """One cycle of ``objs``: each simulation ``first_time`` skips, run by the plain search, places nothing; the
     decisions are the plain search's."""
-    skipped = [0]
-    real = by_node._simulate
-    repeat: list[bool] = []
-
-    def told(tried: set[tuple[int, ...]], these: list[int]) -> bool:
-        repeat.append(not first_time(tried, these))
-        return True
-
-    def checked(session: Session, att: Attempt, search: Search, victims: list[Unit],
-                feasible: bytearray | None) -> Outcome | None:
-        out = real(session, att, search, victims, feasible)
-        if repeat and repeat.pop():
-            skipped[0] += 1
-            assert out is None, [p.key for u in victims for p in u.pods]
-        repeat.clear()
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(by_node, "first_time", told)
-        mp.setattr(by_node, "_simulate", checked)
+    with plain_node_loop() as skipped:
         plain = run_cycle(build_snapshot(objs, CROWDED, NOW), CROWDED)
     short = run_cycle(build_snapshot(objs, CROWDED, NOW), CROWDED)
     event(f"simulations first_time skips: {'some' if skipped[0] else 'none'}")
