@@ -32,22 +32,10 @@ def limit_violation(queue: Queue, req: tuple[int, int, int], job: Job) -> Reason
 
 def _crosses(queue: Queue, req: tuple[int, int, int], preemptible: bool) -> bool:
     """Whether ``_first_violation`` finds one: its checks alone, without the words."""
-    q: Queue | None = queue
-    while q is not None:
-        limit, quota = q.limit, q.quota
-        for r in (0, 1, 2):
-            want = req[r]
-            if not want:
-                continue
-            lim = limit[r]
-            if lim == 0:  # ``Queue.effective_limit``: nothing beyond the quota
-                lim = quota[r]
-            if lim != UNLIMITED and q.allocated[r] + want > lim:
-                return True
-            if not preemptible and quota[r] != UNLIMITED and q.alloc_np[r] + want > quota[r]:
-                return True
-        q = q.parent
-    return False
+    return _over(_path_limits(queue), req, preemptible)
+
+
+_Path = tuple[tuple[tuple[Queue, int, int], ...], tuple[tuple[Queue, int, int], ...]]  # (limits, quotas) of a path
 
 
 class PathLimits:
@@ -59,7 +47,7 @@ class PathLimits:
     __slots__ = ("_paths",)
 
     def __init__(self) -> None:
-        self._paths: dict[int, tuple[tuple[tuple[Queue, int, int], ...], tuple[tuple[Queue, int, int], ...]]] = {}
+        self._paths: dict[int, _Path] = {}
 
     def violation(self, queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
         """``limit_violation``."""
@@ -72,20 +60,28 @@ class PathLimits:
         path = self._paths.get(id(queue))
         if path is None:
             path = self._paths[id(queue)] = _path_limits(queue)
-        limits, quotas = path
-        for q, r, lim in limits:
+        return _over(path, req, preemptible)
+
+
+def _over(path: _Path, req: tuple[int, int, int], preemptible: bool) -> bool:
+    """Whether the request pushes a queue of the path over a limit (a preemptible job) or over a limit or a quota
+    (a non-preemptible one), by what each queue holds now."""
+    limits, quotas = path
+    for q, r, lim in limits:
+        want = req[r]
+        if want and q.allocated[r] + want > lim:
+            return True
+    if not preemptible:
+        for q, r, quota in quotas:
             want = req[r]
-            if want and q.allocated[r] + want > lim:
+            if want and q.alloc_np[r] + want > quota:
                 return True
-        if not preemptible:
-            for q, r, quota in quotas:
-                want = req[r]
-                if want and q.alloc_np[r] + want > quota:
-                    return True
-        return False
+    return False
 
 
-def _path_limits(queue: Queue) -> tuple[tuple[tuple[Queue, int, int], ...], tuple[tuple[Queue, int, int], ...]]:
+def _path_limits(queue: Queue) -> _Path:
+    """Per resource, the limits on the path from ``queue`` to the root that are not unlimited (a limit of 0 is the
+    quota: ``Queue.effective_limit``), and the quotas that are not."""
     limits: list[tuple[Queue, int, int]] = []
     quotas: list[tuple[Queue, int, int]] = []
     q: Queue | None = queue
