@@ -138,9 +138,30 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
                     ReasonCode.OWNER_NOT_SEEN,
                     f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
                     "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
-    if not job.pods:
+    if not job.pods and _labels_may_tell(job, obj, owner):
         _labels_from(job, obj, owner, namespaces.get(pod.namespace), cfg)  # (the pod's namespace as read from obj)
     return job
+
+
+def _labels_may_tell(job: Job, pod: Obj, owner: Obj | None) -> bool:
+    """Whether ``_labels_from`` can tell the job anything: always for a workload's job or a PodGroup that leaves
+    its queue or priority class unsaid; for a PodGroup that says both (as most do), only when its first pod carries
+    the preemptibility label or the topology annotation and the PodGroup does not say that already. (Asked once per
+    job of a cold snapshot: a few look-ups where the label readings are a dozen calls.)"""
+    if owner is not None or not job.queue or not job.priority_class:
+        return True
+    m = pod.get("metadata")
+    if not isinstance(m, dict):
+        return False  # (no labels, no annotations: nothing to tell)
+    if job.preemptibility is None:
+        labels = m.get("labels")
+        if isinstance(labels, dict) and c.PREEMPTIBILITY_LABEL in labels:
+            return True
+    if job.topology is None:
+        anns = m.get("annotations")
+        if isinstance(anns, dict) and c.TOPOLOGY_ANNOTATION in anns:
+            return True
+    return False
 
 
 def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg: SchedulerConfig) -> None:
