@@ -282,12 +282,18 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
 def _tightest(pod: Pod, need: int, index: NodeIndex, region: bytearray | None) -> Node:
     """The node with the fewest idle GPUs, then the first by name, that has room for ``need`` pods of ``pod``'s
     shape (one exists): whole-GPU pods look only at the nodes with at least ``need`` times their GPUs idle, fewest
-    first, straight from the index's buckets."""
+    first, straight from the index's buckets, and stop at the first that qualifies where index order is name order
+    (``NodeIndex.by_name``)."""
     if not pod.gpu_whole:
         caps = node_caps(pod, index, region)
         return min((c for c in caps if c[1] >= need), key=lambda c: (c[0].idle, c[0].name))[0]
     mask, nodes = index.static_mask(pod), index.nodes
     for k in range(pod.gpu_whole * need, index.max_gpus + 1):
+        if index.by_name:  # a bucket lists its nodes by index, which is name order: the first that qualifies
+            for i in index.buckets[k]:
+                if mask[i] and (region is None or region[i]) and room_for(nodes[i], pod) >= need:
+                    return nodes[i]
+            continue
         best: Node | None = None
         for i in index.buckets[k]:
             n = nodes[i]

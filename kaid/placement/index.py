@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator
+from itertools import pairwise
 
 from kaid.model.journal import Journal
 from kaid.model.objects import Node, Pod
@@ -61,10 +62,13 @@ class NodeIndex:
     nodes are chosen lowest index first, so a choice reads only the nodes' state, never the history of how they got
     there (a tentative placement rolled back, a victim scenario tried or skipped, leave the choices after it as they
     were). Nodes without an idle GPU are in no bucket (``buckets[0]`` stays empty): no choice looks for them, and
-    most moves of a busy cluster go to or from there."""
+    most moves of a busy cluster go to or from there.
 
-    __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "changed", "epoch",
-                 "journal", "max_gpus", "nodes", "partial", "shared")
+    ``by_name``: whether index order is name order (every Snapshot kaid makes sorts its nodes by name), so that the
+    first node of a bucket that qualifies is also the first by name."""
+
+    __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name", "changed",
+                 "epoch", "journal", "max_gpus", "nodes", "partial", "shared")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None) -> None:
         self.nodes = nodes
@@ -80,6 +84,7 @@ class NodeIndex:
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
+        self.by_name = all(a.name < b.name for a, b in pairwise(nodes))
         for n in nodes:
             if n.idle > 0:
                 self.buckets[n.idle].append(n.index)  # nodes come by index: each bucket starts sorted
