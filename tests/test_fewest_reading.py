@@ -1,7 +1,9 @@
-"""``fewest_domains`` groups the nodes of each domain from the index's buckets as they are (each in the nodes' order)
-and splits the gang over the domains with as many columns as each domain has room for: the same plan, pod for pod
-and node for node, as the plain reading it replaced (every candidate node sorted, every domain's columns up to the
-gang's size), kept here as the reference, on random indexes with nodes partly used, regions and levels."""
+"""``fewest_domains`` groups the nodes of each domain as the index keeps them (``Rooms.groups``, caught up from its log
+of changed nodes; in a region, from the index's buckets as they are) and splits the gang over the domains with as
+many columns as each domain has room for: the same plan, pod for pod and node for node, as the plain reading it
+replaced (every candidate node sorted, every domain's columns up to the gang's size), kept here as the reference, on
+random indexes with nodes partly used, regions and levels, over rounds of pods placed and released between the
+questions, and at every call of a benchmark cycle."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from benchmarks.bench_allocate import build_workload, config_for
+from kaid.cycle import run_cycle
+from kaid.model.build import build_snapshot
 from kaid.model.objects import Node, Pod
-from kaid.placement import fewest
+from kaid.placement import fewest, gang
 from kaid.placement.fewest import Plan, _cheapest, _items, _nodes_for
-from kaid.placement.index import NodeIndex
+from kaid.placement.index import Devices, NodeIndex
+from kaid.sim.cluster import EPOCH
 
 
 def plain_fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
@@ -103,22 +109,87 @@ def _index(rng: random.Random) -> NodeIndex:
     return index
 
 
+def _gang(rng: random.Random) -> list[Pod]:
+    whole, cpu = rng.choice([0, 1, 1, 2, 3, 8]), rng.choice([0, 500, 2000])
+    pods = []
+    for k in range(rng.randint(2, 40)):
+        p = Pod("ns", f"g-{k:02d}", "")
+        p.gpu_whole, p.cpu = whole, cpu
+        pods.append(p)
+    return pods
+
+
+def _same(pods: list[Pod], index: NodeIndex, region: bytearray | None, preferred: str | None) -> None:
+    got = fewest.fewest_domains(pods, index, region, preferred)
+    want = plain_fewest_domains(pods, index, region, preferred)
+    assert (None if got is None else [(p.name, n.name) for p, n in got]) == \
+        (None if want is None else [(p.name, n.name) for p, n in want])
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_plans_are_the_plain_readings(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(15):
         index = _index(rng)
-        shape = Pod("ns", "g-0", "")
-        shape.gpu_whole = rng.choice([0, 1, 1, 2, 3, 8])
-        shape.cpu = rng.choice([0, 500, 2000])
-        pods = []
-        for k in range(rng.randint(2, 40)):
-            p = Pod("ns", f"g-{k:02d}", "")
-            p.gpu_whole, p.cpu = shape.gpu_whole, shape.cpu
-            pods.append(p)
+        pods = _gang(rng)
         region = bytearray(rng.random() < 0.6 for _ in index.nodes) if rng.random() < 0.3 else None
-        preferred = rng.choice(["rack", "rack", None, "zone"])
-        got = fewest.fewest_domains(pods, index, region, preferred)
+        _same(pods, index, region, rng.choice(["rack", "rack", None, "zone"]))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_kept_groups_stay_the_plain_readings_as_pods_come_and_go(seed: int) -> None:
+    """One index over rounds: the gangs' shapes come back, so their groups were kept from an earlier round and caught
+    up since (nodes whose room changed, and nodes whose idle GPUs moved under the same room)."""
+    rng = random.Random(seed)
+    index = _index(rng)
+    gangs = [_gang(rng) for _ in range(3)]
+    placed: list[tuple[Node, Pod, Devices]] = []
+    for turn in range(12):
+        for pods in gangs:
+            for preferred in ("rack", None, "zone"):
+                _same(pods, index, None, preferred)
+                _groups_are_read(pods[0], index, preferred)
+        for k in range(rng.randint(1, 8)):
+            if placed and rng.random() < 0.4:
+                node, pod, devs = placed.pop(rng.randrange(len(placed)))
+                index.release(node, pod, devs, planning=rng.random() < 0.5)
+                continue
+            node = rng.choice(index.nodes)
+            pod = Pod("ns", f"m-{turn}-{k}", "")
+            pod.gpu_whole, pod.cpu = rng.choice([0, 1, 1, 2]), rng.choice([0, 0, 1000, 3000])
+            chosen = index.devices_for(node, pod)
+            if chosen is not None:
+                index.assign(node, pod, chosen)
+                placed.append((node, pod, chosen))
+
+
+def _groups_are_read(pod: Pod, index: NodeIndex, key: str | None) -> None:
+    """The groups the index keeps for the shape are those of every node read now: (room, idle GPUs) per domain."""
+    rooms = index.rooms(pod)
+    want: dict[str | None, dict[tuple[int, int], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for n in index.nodes:
+        if rooms.room[n.index]:
+            want[n.labels.get(key) if key else None][(rooms.room[n.index], n.idle)].append(n.name)
+    kept = rooms.groups(index.nodes, key)
+    got = {d: {k: [n.name for n in g] for k, g in groups.items()} for d, groups in kept.items()}
+    assert got == {d: dict(groups) for d, groups in want.items()}
+
+
+def test_every_call_of_a_benchmark_cycle_is_the_plain_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = build_workload(200, 2000, 18)
+    cfg = config_for("cpsat")
+    snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
+    kept = fewest.fewest_domains
+    calls: list[bytearray | None] = []
+
+    def both(pods: list[Pod], index: NodeIndex, region: bytearray | None, preferred: str | None) -> Plan | None:
+        got = kept(pods, index, region, preferred)
         want = plain_fewest_domains(pods, index, region, preferred)
         assert (None if got is None else [(p.name, n.name) for p, n in got]) == \
             (None if want is None else [(p.name, n.name) for p, n in want])
+        calls.append(region)
+        return got
+
+    monkeypatch.setattr(gang, "fewest_domains", both)
+    run_cycle(snap, cfg)
+    assert sum(region is None for region in calls) >= 3

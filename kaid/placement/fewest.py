@@ -12,6 +12,8 @@ its nodes where several plans tie (and it is the same plan on a busy machine, wh
 from __future__ import annotations
 
 from collections import defaultdict
+from heapq import merge
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from kaid.model.objects import Node, Pod
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 Plan = list[tuple[Pod, Node]]
 _NONE = 1 << 60  # no way to place that many pods
+_index_of = attrgetter("index")
 
 
 def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
@@ -31,36 +34,11 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
     ``preferred``-level domains (None: no level, one domain), then the fewest nodes, then the fewest GPUs left idle
     on the nodes used; None when they do not fit. Nodes without the label are one domain, as in the solver's
     model."""
-    pod, need = pods[0], len(pods)
-    rooms = index.rooms(pod).room  # per node, its room for the shape where the pod's signature may go (else 0)
-    nodes = index.nodes
-    # per domain, the nodes by (room, idle GPUs), each group in the order of the nodes: nodes alike cost alike
-    by_domain: dict[str | None, dict[tuple[int, int], list[Node]]] = {}
-    least = pod.gpu_whole
-    # whole GPUs: only the nodes with enough idle GPUs, straight from the index's buckets (each in the nodes' order,
-    # and a group of nodes of one idle count comes from one bucket)
-    runs = [index.buckets[k] for k in range(least, index.max_gpus + 1)] if least else [range(len(nodes))]
-    total = count = 0
-    for ids in runs:
-        for i in ids:
-            room = rooms[i]
-            if room <= 0 or (region is not None and not region[i]):
-                continue
-            n = nodes[i]
-            if room > need:
-                room = need
-            domain = n.labels.get(preferred) if preferred else None
-            groups = by_domain.get(domain)
-            if groups is None:
-                groups = by_domain[domain] = {}
-            key = (room, n.idle)
-            group = groups.get(key)
-            if group is None:
-                groups[key] = [n]
-            else:
-                group.append(n)
-            total += room
-            count += 1
+    need = len(pods)
+    if region is None:
+        by_domain, total, count = _kept(pods, index, preferred or None)
+    else:
+        by_domain, total, count = _read(pods, index, region, preferred)
     if total < need:
         return None
     max_nodes = min(need, count)
@@ -80,6 +58,64 @@ def fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | None,
             for node, j in _nodes_for(by_domain[d], k, w_nodes):
                 plan.extend((rest.pop(0), node) for _ in range(j))
     return plan
+
+
+Domains = dict[str | None, dict[tuple[int, int], list[Node]]]  # per domain, the nodes by (room, idle GPUs)
+
+
+def _kept(pods: list[Pod], index: NodeIndex, preferred: str | None) -> tuple[Domains, int, int]:
+    """Every node's groups for the gang, as the index keeps them per domain (``Rooms.groups``), with rooms above the
+    gang's size counted as its size (the groups that become alike merged in the nodes' order); the room in all and
+    the nodes counted."""
+    need = len(pods)
+    by_domain: Domains = {}
+    total = count = 0
+    for domain, kept in index.rooms(pods[0]).groups(index.nodes, preferred).items():
+        groups: dict[tuple[int, int], list[Node]] = {}
+        for (room, idle), nodes in kept.items():
+            if room > need:
+                room = need
+            total += room * len(nodes)
+            count += len(nodes)
+            group = groups.get((room, idle))
+            groups[(room, idle)] = nodes if group is None else list(merge(group, nodes, key=_index_of))
+        by_domain[domain] = groups
+    return by_domain, total, count
+
+
+def _read(pods: list[Pod], index: NodeIndex, region: bytearray, preferred: str | None) -> tuple[Domains, int, int]:
+    """``_kept``'s answer for the nodes of ``region``, read node by node."""
+    pod, need = pods[0], len(pods)
+    rooms = index.rooms(pod).room  # per node, its room for the shape where the pod's signature may go (else 0)
+    nodes = index.nodes
+    # per domain, the nodes by (room, idle GPUs), each group in the order of the nodes: nodes alike cost alike
+    by_domain: Domains = {}
+    least = pod.gpu_whole
+    # whole GPUs: only the nodes with enough idle GPUs, straight from the index's buckets (each in the nodes' order,
+    # and a group of nodes of one idle count comes from one bucket)
+    runs = [index.buckets[k] for k in range(least, index.max_gpus + 1)] if least else [range(len(nodes))]
+    total = count = 0
+    for ids in runs:
+        for i in ids:
+            room = rooms[i]
+            if room <= 0 or not region[i]:
+                continue
+            n = nodes[i]
+            if room > need:
+                room = need
+            domain = n.labels.get(preferred) if preferred else None
+            groups = by_domain.get(domain)
+            if groups is None:
+                groups = by_domain[domain] = {}
+            key = (room, n.idle)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [n]
+            else:
+                group.append(n)
+            total += room
+            count += 1
+    return by_domain, total, count
 
 
 Item = tuple[int, int, int]  # (room, idle GPUs, how many such nodes): taken all or none

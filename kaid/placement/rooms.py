@@ -5,17 +5,24 @@ not a pass over every node."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from operator import attrgetter
+
 from kaid.model.objects import Node, Pod
 from kaid.model.vocabulary import NodeFailure
 from kaid.placement.predicates import resource_failure, room_for
+
+Groups = dict[tuple[int, int], list[Node]]  # (room, idle GPUs) -> the nodes with that room and idle count, by index
+_index_of = attrgetter("index")
 
 
 class Rooms:
     """Per node, the pods of ``pod``'s shape (whole GPUs, cpu, memory, a pod slot each; shared GPUs aside) it has
     room for now, 0 where the pod's signature may not go (``mask``); the count of nodes per room above 0
-    (``nodes_by_room``), their sum (``total``) and, per node label key asked for, the sum per label value."""
+    (``nodes_by_room``), their sum (``total``) and, per node label key asked for, the sum per label value and the
+    nodes with room grouped by room and idle GPUs per label value (``groups``)."""
 
-    __slots__ = ("_by_label", "_seen", "mask", "nodes_by_room", "pod", "room", "total")
+    __slots__ = ("_by_label", "_filed_idle", "_groups", "_seen", "mask", "nodes_by_room", "pod", "room", "total")
 
     def __init__(self, pod: Pod, nodes: list[Node], mask: bytearray, seen: int) -> None:
         self.pod = pod
@@ -28,6 +35,9 @@ class Rooms:
         self.total = sum(self.room)
         self._seen = seen  # the index's log of changed nodes is read from here on
         self._by_label: dict[str, tuple[list[str | None], dict[str, int]]] = {}  # key -> (value per node, sums)
+        # label key (None: one domain) -> (value per node, None for one domain; the groups per value)
+        self._groups: dict[str | None, tuple[list[str | None] | None, dict[str | None, Groups]]] = {}
+        self._filed_idle: list[int] = []  # per node, the idle GPUs it is filed with in ``_groups`` (where it has room)
 
     def catch_up(self, nodes: list[Node], changed: list[int]) -> None:
         """Read the nodes that changed since the last call (``changed``: the index's log)."""
@@ -36,12 +46,20 @@ class Rooms:
         fresh = set(changed[self._seen:])
         self._seen = len(changed)
         room, mask, pod, by_room = self.room, self.mask, self.pod, self.nodes_by_room
+        grouped = bool(self._groups)
+        filed_idle = self._filed_idle
         for i in fresh:
             if not mask[i]:
                 continue
-            new, old = room_for(nodes[i], pod), room[i]
+            node = nodes[i]
+            new, old = room_for(node, pod), room[i]
             if new == old:
+                # the same room: the groups still file the node by its idle GPUs, which may have moved
+                if grouped and new and filed_idle[i] != node.idle:
+                    self._refile(node, old, new)
                 continue
+            if grouped:
+                self._refile(node, old, new)
             room[i] = new
             self.total += new - old
             if old:
@@ -69,6 +87,56 @@ class Rooms:
                     sums[value] = sums.get(value, 0) + r
             known = self._by_label[key] = (values, sums)
         return known[1]
+
+
+    def groups(self, nodes: list[Node], key: str | None) -> dict[str | None, Groups]:
+        """Per value of the node label ``key`` (None: every node in one domain, keyed None; nodes without the label
+        are the domain None), the nodes with room above 0 grouped by (room, idle GPUs), each group in the nodes'
+        order. Kept up to date from then on: read, never change, what it returns."""
+        known = self._groups.get(key)
+        if known is None:
+            if not self._groups:
+                self._filed_idle = [n.idle for n in nodes]
+            values = None if key is None else [n.labels.get(key) for n in nodes]
+            domains: dict[str | None, Groups] = {}
+            filed_idle = self._filed_idle
+            for i, r in enumerate(self.room):
+                if r:
+                    value = None if values is None else values[i]
+                    groups = domains.get(value)
+                    if groups is None:
+                        groups = domains[value] = {}
+                    group = groups.get((r, filed_idle[i]))
+                    if group is None:
+                        groups[(r, filed_idle[i])] = [nodes[i]]
+                    else:
+                        group.append(nodes[i])
+            known = self._groups[key] = (values, domains)
+        return known[1]
+
+    def _refile(self, node: Node, old: int, new: int) -> None:
+        """Move ``node`` in every kept grouping from (``old`` room, the idle GPUs it was filed with) to (``new`` room,
+        its idle GPUs now); a room of 0 is in no group."""
+        i = node.index
+        was_idle, idle = self._filed_idle[i], node.idle
+        self._filed_idle[i] = idle
+        for values, domains in self._groups.values():
+            value = None if values is None else values[i]
+            if old:
+                groups = domains[value]
+                left = groups[(old, was_idle)]
+                del left[bisect_left(left, i, key=_index_of)]
+                if not left:
+                    del groups[(old, was_idle)]
+                    if not groups:
+                        del domains[value]
+            if new:
+                groups = domains.setdefault(value, {})
+                group = groups.get((new, idle))
+                if group is None:
+                    groups[(new, idle)] = [node]
+                else:
+                    insort(group, node, key=_index_of)
 
 
 class Misfits:
