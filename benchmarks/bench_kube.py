@@ -55,6 +55,7 @@ from benchmarks.kube_cluster import (
     PROGRESS_EVERY_S,
     RAW,
     RAW_SCHEDULER_NAME,
+    RAW_WATCHES,
     REPO_ROOT,
     SCHEDULER_NAMES,
     SCHEDULERS,
@@ -67,11 +68,14 @@ from benchmarks.kube_cluster import (
     RawBinder,
     Workload,
     admin_client,
+    apiserver_counters,
     build_workload,
     component_pid,
+    counters_delta,
     create_all,
     delete_namespace,
     delta,
+    idle_cpu_share,
     parse_kaid_metrics,
     parse_kube_scheduler_metrics,
     pod_objects,
@@ -80,10 +84,12 @@ from benchmarks.kube_cluster import (
     proc_cpu_seconds,
     proc_memory_mb,
     raw_placement,
+    scrape_apiserver,
     scrape_kube_scheduler,
     wait_kaid_cycle_end,
     wait_quiet,
 )
+from kaid.kube.cache import API_RESOURCES
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.startup import TRICKS as STARTUP_TRICKS
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError, ensure_binaries, pinned_versions
@@ -122,6 +128,7 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         result["bound_before_start"] = len(watcher.bound)
         result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
         api_pid = component_pid(cp, "kube-apiserver")
+        counters0 = _apiserver_at_rest(cp, api_pid, result)
         api_cpu0 = proc_cpu_seconds(api_pid)
         t0 = time.monotonic()
         if scheduler == "kaid":
@@ -137,6 +144,7 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         result.update(_check_placement(wl, watcher))
         result["scheduler_cpu_s"] = proc_cpu_seconds(sched_pid)
         result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
+        _apiserver_work(cp, counters0, result)
         _scheduler_metrics(cp, kaid, sched_pid, len(pods), t0 + opts.timeout, t0, result)
         result["scheduler_peak_rss_mb"], result["scheduler_rss_mb"] = proc_memory_mb(sched_pid)
         result["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -164,16 +172,19 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
 
 
 def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Callable[[str], None],
-            clean_up: bool = True) -> Obj:
+            clean_up: bool = True, watches: Sequence[str] = ()) -> Obj:
     """The ceiling, on the same control plane: the same pods (a schedulerName nobody serves), bound by a bare loop
     of ``pods/binding`` calls through kaid's actuator and client, with kaid's identity, QPS, burst and bind workers,
-    ``GPUS_PER_NODE`` pods per node in order; no scheduling. Timed by the same watch as the schedulers."""
+    ``GPUS_PER_NODE`` pods per node in order; no scheduling. Timed by the same watch as the schedulers. ``watches``
+    (``--raw-watches``): the loop's process also lists and watches these kinds with kaid's informers first (the run
+    is ``RAW_WATCHES``'s)."""
     client = admin_client(cp)
     namespace = f"bench-kube-{run_id}-{uuid.uuid4().hex[:5]}"
     cp.ensure_namespace(namespace)
     cp.wait_for_default_serviceaccount(namespace)
     pods = pod_objects(wl, RAW_SCHEDULER_NAME, namespace, False)
-    result: Obj = {"scheduler": RAW, "run": run_id, "namespace": namespace, "pods": len(pods)}
+    result: Obj = {"scheduler": RAW_WATCHES if watches else RAW, "run": run_id, "namespace": namespace,
+                   "pods": len(pods)}
     watcher: BindWatcher | None = None
     node_watch: NodeWatcher | None = None
     raw: RawBinder | None = None
@@ -184,7 +195,7 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         kubeconfig = cp.serviceaccount_kubeconfig("kai-scheduler", "kai-scheduler", expiration_seconds=7200,
                                                   create=False)
         _create_backlog(cp, client, wl, namespace, pods, False, False, result)
-        raw = RawBinder(kubeconfig, opts.qps, opts.burst, raw_placement(pods, nodes), opts.workdir, run_id)
+        raw = RawBinder(kubeconfig, opts.qps, opts.burst, raw_placement(pods, nodes), opts.workdir, run_id, watches)
         log(f"{run_id}: {len(pods)} pods created in {result['create_s']:.1f} s; control plane at rest after "
             f"{result['quiet_wait_s']:.1f} s more; raw bind loop ready")
         node_watch = NodeWatcher(admin_client(cp, qps=20, burst=20))
@@ -192,7 +203,9 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         watcher = BindWatcher(admin_client(cp, qps=50, burst=50), namespace, len(pods))
         watcher.start()
         result["bound_before_start"] = len(watcher.bound)
+        result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
         api_pid = component_pid(cp, "kube-apiserver")
+        counters0 = _apiserver_at_rest(cp, api_pid, result)
         api_cpu0 = proc_cpu_seconds(api_pid)
         t0 = time.monotonic()
         raw.go()
@@ -200,6 +213,7 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         result.update(_bind_times(watcher, t0, len(pods)))
         result.update(_check_placement(wl, watcher))
         result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
+        _apiserver_work(cp, counters0, result)
         out = raw.finish(timeout=max(30.0, t0 + opts.timeout - time.monotonic()))
         result["raw"] = out
         result["scheduler_cpu_s"] = out.get("bind_cpu_s")
@@ -217,6 +231,33 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         if clean_up:
             result["delete_s"] = round(delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S), 1)
     return result
+
+
+def _apiserver_at_rest(cp: ControlPlane, api_pid: int | None, result: Obj) -> dict[str, float]:
+    """Just before the start: the share of a CPU the API server uses at rest (kwok's heartbeats, the controller
+    manager, the watches open), into ``result``; and its counters (``apiserver_counters``)."""
+    result["apiserver_idle_cpu"] = idle_cpu_share(api_pid)
+    try:
+        return apiserver_counters(scrape_apiserver(cp))
+    except (OSError, ControlPlaneError, http.client.HTTPException, ValueError) as err:
+        result["apiserver_error"] = str(err)
+        return {}
+
+
+def _apiserver_work(cp: ControlPlane, before: dict[str, float], result: Obj) -> None:
+    """After the last bind: what the API server did from the start (its counters' increase, ``"apiserver"``), and its
+    CPU beyond what it uses at rest, per 1,000 pods bound: figures that depend little on the machine's load (the
+    wall-clock rate does)."""
+    if before:
+        try:
+            result["apiserver"] = counters_delta(apiserver_counters(scrape_apiserver(cp)), before)
+        except (OSError, ControlPlaneError, http.client.HTTPException, ValueError) as err:
+            result["apiserver_error"] = str(err)
+    cpu, idle, took = result.get("apiserver_cpu_s"), result.get("apiserver_idle_cpu"), result.get("all_bound_s")
+    if cpu is not None and idle is not None and took is not None and result.get("pods_bound"):
+        result["apiserver_cpu_above_idle_s"] = round(cpu - idle * took, 2)
+        result["apiserver_cpu_per_1000_binds"] = round(result["apiserver_cpu_above_idle_s"] * 1000 /
+                                                       result["pods_bound"], 3)
 
 
 def _create_backlog(cp: ControlPlane, client: KubeClient, wl: Workload, namespace: str, pods: list[Obj],
@@ -404,17 +445,20 @@ NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s"
                        "pods_bound",
                        "gangs_whole", "gangs_partial", "gang_bind_spread_max_s", "max_gpus_on_a_node",
                        "overcommitted_nodes", "scheduler_cpu_s", "scheduler_peak_rss_mb", "apiserver_cpu_s",
+                       "apiserver_idle_cpu", "apiserver_cpu_above_idle_s", "apiserver_cpu_per_1000_binds",
                        "delete_s", "nodes_not_ready")
 
 
 def summarise(runs: list[Obj]) -> Obj:
     """Per scheduler: the median of every numeric result over its runs, and kaid's cycle figures."""
     results: Obj = {}
-    for sched in (*SCHEDULERS, RAW):
+    for sched in (*SCHEDULERS, RAW, RAW_WATCHES):
         mine = [r for r in runs if r["scheduler"] == sched]
         if not mine:
             continue
         res: Obj = {k: median([r.get(k) for r in mine]) for k in NUMERIC_KEYS}
+        counted = sorted({key for r in mine for key in r.get("apiserver") or {}})
+        res["apiserver"] = {key: median([(r.get("apiserver") or {}).get(key, 0) for r in mine]) for key in counted}
         res["runs"] = len(mine)
         res["all_bound_every_run"] = all(r.get("all_bound") for r in mine)
         if sched == "kaid":
@@ -426,7 +470,7 @@ def summarise(runs: list[Obj]) -> Obj:
             res["phase_ms_sum"] = {p: median([m["phases"].get(p, {}).get("sum_ms") for m in ms]) for p in phases}
             res["cycle_ms_sum"] = median([m["cycle_ms_sum"] for m in ms])
             res["binding_cycles"] = [r.get("kaid_cycles") for r in mine]
-        elif sched == RAW:
+        elif sched in (RAW, RAW_WATCHES):
             res["workers"] = median([(r.get("raw") or {}).get("workers") for r in mine])
             res["binds_failed"] = median([(r.get("raw") or {}).get("failed") for r in mine])
         else:
@@ -466,6 +510,8 @@ def format_report(report: Obj) -> str:
     row("CPU time of the scheduler (raw: of its binds) (s)", "scheduler_cpu_s")
     row("peak RSS of the scheduler (MB)", "scheduler_peak_rss_mb")
     row("kube-apiserver CPU time in the run (s)", "apiserver_cpu_s")
+    row("kube-apiserver CPU at rest before the start (CPUs)", "apiserver_idle_cpu", ratio=False)
+    row("kube-apiserver CPU beyond rest, per 1,000 binds (s)", "apiserver_cpu_per_1000_binds")
     if w:
         note("raw: bind workers, binds failed", r=f"{fmt(w.get('workers'))}, {fmt(w.get('binds_failed'))}")
     if k:
@@ -513,7 +559,36 @@ def format_report(report: Obj) -> str:
             shown = ", ".join(f"#{x['cycle']}: {x['bound']} bound in {x['ms']} ms" for x in r["kaid_cycles"][:8])
             lines.append(f"kaid cycles that bound pods ({r['run']}): {shown}")
     lines.append("(medians over the repeats; times from the scheduler's start, seen by one watch on the pods)")
+    lines += _apiserver_table(res)
     return "\n".join(lines)
+
+
+def _apiserver_table(res: Obj) -> list[str]:
+    """What the API server did from each start to the last bind (its counters, every client together; medians):
+    requests, watch events and their bytes, the answers' bytes (lists); the raw loop with kaid's watches beside."""
+    columns = [(name, res[sched]) for sched, name in (("kaid", "kaid"), ("kube-scheduler", "kube-sched"),
+                                                       (RAW, "raw"), (RAW_WATCHES, "raw+watches")) if sched in res]
+    keys = sorted({k for _, r in columns for k in r.get("apiserver") or {}})
+    shown = []
+    for key in keys:
+        values = [(r.get("apiserver") or {}).get(key, 0) for _, r in columns]
+        if "bytes" in key:
+            if max(values) >= 100_000:
+                shown.append((key.replace("bytes", "MB"), [round(v / 1e6, 1) for v in values]))
+        elif max(values) >= 10:
+            shown.append((key, values))
+    if not shown:
+        return []
+    width = max(len(k) for k, _ in shown)
+    lines = ["", "kube-apiserver's work from the start to the last bind (its /metrics, every client; medians):",
+             f"{'counter':<{width}}" + "".join(f"  {name:>11}" for name, _ in columns)]
+    lines += [f"{key:<{width}}" + "".join(f"  {fmt(v):>11}" for v in values) for key, values in shown]
+    if RAW_WATCHES in res:
+        w = res[RAW_WATCHES]
+        lines.append(f"raw+watches: the raw loop with kaid's informers open in its process: {fmt(w.get('pods_per_s'))} "
+                     f"pods/s, API server CPU beyond rest {fmt(w.get('apiserver_cpu_per_1000_binds'))} s per 1,000 "
+                     "binds")
+    return lines
 
 
 def machine_and_versions() -> Obj:
@@ -542,9 +617,10 @@ def _begin(cp: ControlPlane, wl: Workload, schedulers: Sequence[str], log: Calla
 
 
 def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1,
-                  schedulers: Sequence[str] = SCHEDULERS, args: Obj | None = None, raw: bool = True) -> Obj:
+                  schedulers: Sequence[str] = SCHEDULERS, args: Obj | None = None, raw: bool = True,
+                  raw_watches: bool = False) -> Obj:
     """``prepare_cluster`` then ``repeat`` runs of each scheduler (alternating which goes first), each repeat
-    followed by the raw bind loop (``raw``)."""
+    followed by the raw bind loop (``raw``), and by it again with kaid's informers open (``raw_watches``)."""
     if repeat < 1:
         raise ValueError("--repeat must be at least 1")
     if opts.kaid_profile and repeat > 1:
@@ -553,15 +629,18 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
     log = progress(not opts.progress, "bench_kube")
     load_before = _begin(cp, wl, schedulers, log)
     runs: list[Obj] = []
-    total = repeat * (len(schedulers) + raw)
+    total = repeat * (len(schedulers) + raw + raw_watches)
+    kinds = tuple(res.kind for res in API_RESOURCES)
     for r in range(repeat):
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
         for sched in order:
             last = len(runs) + 1 == total  # its namespace goes with the control plane: no wait for its deletion
             runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log,
                                  clean_up=not last))
-        if raw:
-            runs.append(run_raw(cp, wl, opts, f"raw{r}", log, clean_up=len(runs) + 1 < total))
+        raws = [()] * raw + [kinds] * raw_watches
+        for watches in raws if r % 2 == 0 else raws[::-1]:
+            runs.append(run_raw(cp, wl, opts, f"raw{'w' if watches else ''}{r}", log, clean_up=len(runs) + 1 < total,
+                                watches=watches))
     results = summarise(runs)
     k, s, w = results.get("kaid", {}), results.get("kube-scheduler", {}), results.get(RAW, {})
     ratios = {key: _ratio(k.get(key), s.get(key)) for key in ("pods_per_s", "pods_per_s_binding", "all_bound_s",
@@ -627,6 +706,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, help="runs per scheduler (default 1)")
     p.add_argument("--no-raw", action="store_true",
                    help="skip the raw bind loop (the ceiling: kaid's actuator binding the same pods, no scheduling)")
+    p.add_argument("--raw-watches", action="store_true",
+                   help="run the raw bind loop once more per repeat with kaid's informers (every list and watch kaid "
+                        "makes, decoded as kaid does) open in its process: what kaid's watches cost the API server")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run to wait for every bind (default 900)")
     p.add_argument("--kaid-log-level", default="info", help="kaid's --log-level (default info)")
@@ -671,7 +753,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arg_record = {"nodes": args.nodes, "pods": args.pods, "gangs": args.gangs, "gang_min": args.gang_min,
                   "gang_max": args.gang_max, "queues": args.queues, "qps": args.qps, "burst": burst,
                   "cycle_period": args.cycle_period, "podgroups": args.podgroups, "schedulers": schedulers,
-                  "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile, "raw": not args.no_raw}
+                  "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile, "raw": not args.no_raw,
+                  "raw_watches": args.raw_watches}
     cp = ControlPlane(bindir=ensure_binaries(), controller_manager_args=CONTROLLER_MANAGER_ARGS)
     try:
         cp.start()
@@ -680,7 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_starts(cp, wl, opts, args.starts, schedulers,
                                 {**arg_record, "starts": args.starts, "startup_off": off}, off)
         else:
-            report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record, raw=not args.no_raw)
+            report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record, raw=not args.no_raw,
+                                   raw_watches=args.raw_watches)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kaid.api import constants as c
 from kaid.cycle import Bind
 from kaid.kube.actuator import Actuator, bind_workers
+from kaid.kube.cache import API_RESOURCES, WatchCache
 from kaid.kube.client import ApiError, KubeClient
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
 
@@ -44,6 +45,7 @@ SCHEDULERS: Final[tuple[str, str]] = ("kaid", "kube-scheduler")
 SCHEDULER_NAMES: Final[dict[str, str]] = {"kaid": c.DEFAULT_SCHEDULER_NAME, "kube-scheduler": "default-scheduler"}
 RAW: Final = "raw"  # the bare bind loop: no scheduler, the ceiling
 RAW_SCHEDULER_NAME: Final = "bench-raw-binds"  # a schedulerName nobody serves: the raw loop's pods wait for it
+RAW_WATCHES: Final = "raw+watches"  # the raw loop with kaid's informers open over its client (--raw-watches)
 GPUS_PER_NODE: Final = 8
 NODE_PREFIX: Final = "bench-gpu"
 PARENT_QUEUE: Final = "bench-kube"
@@ -379,6 +381,66 @@ def proc_memory_mb(pid: int | None) -> tuple[float | None, float | None]:
     return mb("VmHWM"), mb("VmRSS")
 
 
+# what the API server did in a run, from its /metrics (counters, whoever asked): requests by verb and resource, watch
+# events sent and their bytes by resource, the bytes of the answers by verb and resource (the lists)
+APISERVER_COUNTERS: Final = {
+    "apiserver_request_total": "requests",
+    "apiserver_watch_events_total": "watch events",
+    "apiserver_watch_events_sizes_sum": "watch bytes",
+    "apiserver_response_sizes_sum": "response bytes",
+}
+IDLE_WINDOW_S: Final = 3.0  # the API server's CPU at rest is measured over this long before each run starts
+
+
+def scrape_apiserver(cp: ControlPlane) -> str:
+    """kube-apiserver's /metrics, as the admin."""
+    user = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]
+    ctx = ssl.create_default_context(cafile=str(cp.ca_file))
+    ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+    conn = http.client.HTTPSConnection("127.0.0.1", cp.ports["apiserver"], context=ctx, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read().decode("utf-8", errors="replace")
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise ControlPlaneError(f"kube-apiserver /metrics: HTTP {resp.status}")
+    return body
+
+
+def apiserver_counters(text: str) -> dict[str, float]:
+    """The counters of ``APISERVER_COUNTERS`` summed by what they are about: ``"requests POST pods/binding"``,
+    ``"watch events pods"``, ``"watch bytes nodes"``, ``"response bytes LIST pods"`` (codes, scopes, groups and
+    versions added up)."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            what = APISERVER_COUNTERS.get(s.name)
+            if what is None:
+                continue
+            labels = s.labels
+            resource = labels.get("resource") or labels.get("kind") or "?"
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            key = f"{what} {labels['verb']} {resource}" if "verb" in labels else f"{what} {resource}"
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def counters_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """What changed between two readings of ``apiserver_counters`` (only what did), sorted by name."""
+    return {k: round(v - before.get(k, 0.0)) for k, v in sorted(after.items()) if v - before.get(k, 0.0) >= 0.5}
+
+
+def idle_cpu_share(pid: int | None, seconds: float = IDLE_WINDOW_S) -> float | None:
+    """The share of a CPU a process uses over ``seconds`` (from now)."""
+    before = proc_cpu_seconds(pid)
+    time.sleep(seconds)
+    after = proc_cpu_seconds(pid)
+    return round((after - before) / seconds, 3) if after is not None and before is not None else None
+
+
 def component_pid(cp: ControlPlane, name: str) -> int | None:
     comp = cp.components.get(name)
     return comp.process.pid if comp is not None else None
@@ -604,15 +666,17 @@ class RawBinder:
     """kaid's own actuator and client, in a child process (its CPU and memory its own), with kaid's QPS, burst and
     bind workers (``bind_workers``), sending a bare ``pods/binding`` for each pod: no watch, no cycle, no PodGroups.
     The child loads everything, says ``ready`` and waits for ``go`` on its stdin, then binds and writes its result
-    (JSON) to ``result``."""
+    (JSON) to ``result``. ``watches``: kinds of ``kaid.kube.cache.API_RESOURCES`` the child also lists and watches
+    over the same client, with kaid's own informers (``WatchCache``, objects decoded and kept as kaid keeps them),
+    listed before it says ``ready``: what kaid's watches cost the API server during the binds, without scheduling."""
 
     def __init__(self, kubeconfig: Path, qps: float, burst: int, placement: list[tuple[str, str]],
-                 workdir: Path, run_id: str) -> None:
+                 workdir: Path, run_id: str, watches: Sequence[str] = ()) -> None:
         spec = workdir / f"raw-{run_id}.json"
         self.result = workdir / f"raw-{run_id}-result.json"
         self.log = workdir / f"raw-{run_id}.log"
         spec.write_text(json.dumps({"kubeconfig": str(kubeconfig), "qps": qps, "burst": burst,
-                                    "placement": placement, "result": str(self.result)}))
+                                    "placement": placement, "result": str(self.result), "watches": list(watches)}))
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG")}
         with self.log.open("wb") as err:
             self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.kube_cluster", str(spec)],
@@ -649,6 +713,22 @@ class RawBinder:
             return {"error": f"exit {self.process.returncode}: {self.log.read_text(errors='replace')[-2000:]}"}
 
 
+WATCH_TAIL_S: Final = 3.0  # the raw loop with watches keeps them open this long after its binds
+
+
+class _EventCount:
+    """Counts the watch events of each kind (a ``kaid.kube.cache.Subscriber``)."""
+
+    def __init__(self, seen: dict[str, int]) -> None:
+        self.seen = seen
+
+    def event(self, kind: str, deleted: bool, obj: Obj) -> None:
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+
+    def listed(self, kind: str, items: list[Obj]) -> None:
+        pass
+
+
 def raw_bind_main(spec_path: str) -> None:
     """The child side of ``RawBinder``."""
     spec = json.loads(Path(spec_path).read_text())
@@ -657,6 +737,15 @@ def raw_bind_main(spec_path: str) -> None:
     workers = bind_workers(burst)
     actuator = Actuator(client, workers=workers)
     binds = [Bind(pod, node, pod, "", (), None, 1000) for pod, node in spec["placement"]]
+    watches = set(spec.get("watches") or ())
+    cache: WatchCache | None = None
+    seen: dict[str, int] = {}
+    if watches:
+        cache = WatchCache(client, tuple(r for r in API_RESOURCES if r.kind in watches))
+        cache.subscribe(_EventCount(seen))
+        cache.start()
+        if not cache.wait_synced(300.0):
+            raise SystemExit("the raw loop's watches did not list in 300 s")
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     sys.stdin.readline()
@@ -666,11 +755,16 @@ def raw_bind_main(spec_path: str) -> None:
         applied = actuator.bind(binds)
     finally:
         actuator.close()
+    cpu = time.process_time() - cpu0
+    if cache is not None:  # the watch events of the bound pods (kwok's status updates) still coming
+        time.sleep(WATCH_TAIL_S)
+        cache.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     Path(spec["result"]).write_text(json.dumps({
         "workers": workers, "sent": len(binds), "bound": len(applied.bound), "failed": len(applied.failed),
+        "watches": sorted(watches), "watch_events": dict(sorted(seen.items())),
         "first_failure": applied.failed[0][1] if applied.failed else None,
-        "send_s": round(time.monotonic() - began, 3), "bind_cpu_s": round(time.process_time() - cpu0, 3),
+        "send_s": round(time.monotonic() - began, 3), "bind_cpu_s": round(cpu, 3),
         "peak_rss_mb": round(usage.ru_maxrss * 1024 / 1e6, 1)}))
 
 

@@ -69,18 +69,18 @@ RESULT_KEYS = {
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("bench-kube") / "report.json"
-    assert bench.main([*TINY, "--json", str(out)]) == 0
+    assert bench.main([*TINY, "--raw-watches", "--json", str(out)]) == 0
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return data
 
 
 def test_report_has_both_schedulers_and_the_raw_loop(report: dict[str, Any]) -> None:
     assert {"benchmark", "args", "machine", "workload", "results", "ratios", "runs"} <= set(report)
-    assert set(report["results"]) == {"kaid", "kube-scheduler", "raw"}
-    for sched in ("kaid", "kube-scheduler", "raw"):
+    assert set(report["results"]) == {"kaid", "kube-scheduler", "raw", "raw+watches"}
+    for sched in ("kaid", "kube-scheduler", "raw", "raw+watches"):
         assert set(report["results"][sched]) >= RESULT_KEYS, RESULT_KEYS - set(report["results"][sched])
         assert report["results"][sched]["scheduler_peak_rss_mb"] > 0, sched
-    assert [r["scheduler"] for r in report["runs"]] == ["kaid", "kube-scheduler", "raw"]
+    assert [r["scheduler"] for r in report["runs"]] == ["kaid", "kube-scheduler", "raw", "raw+watches"]
     assert report["ratios"]["pods_per_s"] > 0 and report["ratios"]["kaid_raw_pods_per_s"] > 0
     assert report["ratios"]["raw_kube_pods_per_s"] > 0
     assert len(report["machine"]["loadavg_before"]) == 3
@@ -106,6 +106,24 @@ def test_the_raw_loop_binds_with_kaids_concurrency(report: dict[str, Any]) -> No
     (raw,) = [r for r in report["runs"] if r["scheduler"] == "raw"]
     assert raw["raw"]["workers"] == 25 and raw["raw"]["sent"] == 40
     assert raw["raw"]["bound"] == 40 and raw["raw"]["failed"] == 0
+
+
+def test_the_api_servers_work_is_counted(report: dict[str, Any]) -> None:
+    """Each run reads the API server's counters before its start and after its last bind: exactly the run's binds,
+    the lists kaid makes at its start (and not the raw loop's: it listed before its start), and the watch events
+    kaid's informers got in the raw loop's process with ``--raw-watches``."""
+    for run in report["runs"]:
+        counted = run["apiserver"]
+        assert counted["requests POST pods/binding"] == 40, run["scheduler"]
+        assert counted.get("watch events pods", 0) >= 40, run["scheduler"]  # the timing watch sees every bind
+        assert 0 <= run["apiserver_idle_cpu"] < 2
+        assert run["apiserver_cpu_per_1000_binds"] is not None
+    by = {r["scheduler"]: r for r in report["runs"]}
+    assert by["kaid"]["apiserver"]["response bytes LIST pods"] > 0
+    assert "response bytes LIST pods" not in by["raw"]["apiserver"]
+    watched = by["raw+watches"]["raw"]
+    assert len(watched["watches"]) > 10 and watched["watch_events"]["Pod"] >= 40
+    assert by["raw"]["raw"]["watches"] == [] and by["raw"]["raw"]["watch_events"] == {}
 
 
 def test_kaid_metrics_and_podgroups(report: dict[str, Any]) -> None:
