@@ -1,6 +1,7 @@
-"""The cold build's short cuts (a PodGroup's job that asks its labels nothing they cannot tell) build the snapshot the
-plain readings build, on random clusters whose pods, owners and PodGroups say queue, priority class, preemptibility
-and topology every which way, and on the benchmark's workload."""
+"""The cold build's short cuts (a PodGroup's job that asks its labels nothing they cannot tell; a pod's parts read
+once for all the build reads of it) build the snapshot the plain readings build, on random clusters whose pods, owners
+and PodGroups say queue, priority class, preemptibility and topology every which way, and on the benchmark's
+workload; the live model, which reads each object as the plain build does, agrees."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import pytest
 from benchmarks.bench_allocate import build_workload, config_for
 from kaid.api import constants as c
 from kaid.api.config import SchedulerConfig
-from kaid.model import jobs
+from kaid.model import build, jobs
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Job
+from kaid.model.live import LiveModel
+from kaid.model.objects import Job, Pod, Reason
+from kaid.model.pods import read_pod
 from kaid.sim.cluster import EPOCH
 from tests.test_build_annotations import _odd
 from tests.test_live_model import NS, _fixed_queues, _node, _owner, _pod, _podgroup, _policy, _queue, describe
@@ -69,7 +72,11 @@ def _cluster(rng: random.Random) -> list[Obj]:
     objs += [_said(rng, _podgroup(rng, 40 + i), name, ns) for i, name in enumerate(_GROUP_NAMES) for ns in NS
              if rng.random() < 0.6]
     objs += [_labelled(rng, _owner(rng, i, kind)) for i in range(6) for kind in ("ReplicaSet", "Job", "Deployment")]
-    objs += [_policy(rng, kind, i) for i, kind in enumerate(("PriorityClass", "Topology", "Namespace", "Namespace"))]
+    objs.append(_policy(rng, "PriorityClass", 0))
+    objs += [{"kind": "Namespace", "metadata": {"name": ns, "labels": {c.QUEUE_LABEL: rng.choice(("q-0", "q-3"))}}}
+             for ns in NS if rng.random() < 0.6]
+    objs.append({"kind": "Topology", "metadata": {"name": "topo"},
+                 "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack"}]}})
     objs += [_labelled(rng, _odd(rng, _pod(rng, i))) for i in range(rng.randint(20, 80))]
     rng.shuffle(objs)
     return objs
@@ -79,16 +86,29 @@ def _always(job: Job, pod: Obj, owner: Obj | None) -> bool:
     return True
 
 
+def _read_plain(obj: Obj, m: Obj, spec: Obj, status: Obj, anns: Obj, problems: list[Reason]) -> Pod:
+    return read_pod(obj, problems)
+
+
 def _plain(mp: pytest.MonkeyPatch) -> None:
-    """Every short cut off: each job's first pod asks its labels everything (``jobs._labels_from``)."""
+    """Every short cut off: each job's first pod asks its labels everything (``jobs._labels_from``); every pod is read
+    from its object (``read_pod``, which reads its parts again)."""
     mp.setattr(jobs, "_labels_may_tell", _always)
+    mp.setattr(build, "read_parts", _read_plain)
 
 
 def _both(objs: list[Obj], cfg: SchedulerConfig, now: float, wait: bool = False) -> tuple[Any, Any]:
+    """The snapshot of the build with its short cuts, and of the plain readings; the live model, which reads each
+    object as the plain build does (``pod_role``, ``read_pod``, ``place_pod``, ``complete_job``), agrees with the
+    first."""
     fast = describe(build_snapshot(objs, cfg, now, wait_for_owners=wait))
     with pytest.MonkeyPatch.context() as mp:
         _plain(mp)
         plain = describe(build_snapshot(objs, cfg, now, wait_for_owners=wait))
+    live = LiveModel(cfg, wait_for_owners=wait)
+    for obj in objs:
+        live.upsert(obj)
+    assert describe(live.snapshot(now)) == fast
     return fast, plain
 
 

@@ -21,7 +21,15 @@ from kaid.model.grouping import OWNER_KINDS, OwnerIndex
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot
-from kaid.model.pods import PodReader, annotation_text, annotation_value, is_reservation_pod, opened_by, read_pod
+from kaid.model.pods import (
+    PodReader,
+    annotation_text,
+    annotation_value,
+    is_reservation_pod,
+    opened_by,
+    read_parts,
+    read_pod,
+)
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
@@ -149,12 +157,26 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     sharing = cfg.gpuSharing
     reserved_in = sharing.reservationNamespace  # (a reservation pod is read with it as its namespace)
     pg_key, stale_key = c.POD_GROUP_ANNOTATION, c.STALE_SINCE_ANNOTATION
+    scheduler = cfg.schedulerName
+    reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
     for obj in inp.pods:
-        wanted, ours = pod_role(obj, cfg)
-        if not wanted:
-            continue  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
+        # the object's parts read once for all that is read of the pod here: ``pod_role``, ``read_pod``, then
+        # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        if status.get("phase") in FINISHED_PHASES:
+            continue  # (``pod_role``)
+        ours = (spec.get("schedulerName") or "default-scheduler") == scheduler
+        if not ours and not spec.get("nodeName"):
+            continue  # another scheduler's pending pod: not ours to place, holds nothing yet
+        m = obj.get("metadata")
+        if not isinstance(m, dict):
+            m = _NO_ANNOTATIONS
+        anns = m.get("annotations")
+        if not isinstance(anns, dict):
+            anns = _NO_ANNOTATIONS
         pod_problems: list[Reason] = []
-        pod = read(obj, pod_problems)
+        pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
         if (not reserved_in or pod.namespace == reserved_in) and is_reservation_pod(obj, sharing):
             node = node_by_name.get(pod.node or "")
             if node is not None:
@@ -162,12 +184,6 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 holders.append((1, node, pod))
                 reservations.append((node, pod))
             continue
-        # the pod's annotations read once for what the build reads of them (``place_pod``, ``job_for_pod``, the stale
-        # mark of ``complete_job``), where each read them from the object again
-        m = obj.get("metadata")
-        anns = m.get("annotations") if isinstance(m, dict) else None
-        if not isinstance(anns, dict):
-            anns = _NO_ANNOTATIONS
         rank = place_pod(obj, pod, ours, anns)
         node = node_by_name.get(pod.node) if rank is not None and pod.node else None
         if node is not None and rank is not None:
@@ -192,7 +208,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     return pods, holders, reservations
 
 
-_NO_ANNOTATIONS: Obj = {}  # a pod without annotations (read, never written)
+_NO_ANNOTATIONS: Obj = {}  # a pod without metadata or annotations (read, never written)
 # the statuses a pod is read with, as module constants: an enum member read through its class (``PodStatus.PENDING``) is
 # an attribute lookup through ``EnumType.__getattr__`` on Python 3.11, ~0.3 us, where a constant is ~0.02 us
 _PENDING, _PIPELINED, _RELEASING = PodStatus.PENDING, PodStatus.PIPELINED, PodStatus.RELEASING

@@ -74,8 +74,15 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     m = obj.get("metadata")
     if not isinstance(m, dict):
         m = _NONE
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    ann = m.get("annotations")
+    return read_parts(obj, m, obj.get("spec") or {}, obj.get("status") or {}, ann if isinstance(ann, dict) else _NONE,
+                      problems)
+
+
+def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: list[Reason]) -> Pod:
+    """``read_pod`` with the object's parts as the caller read them (the cold build reads them once for all it
+    reads of a pod): its metadata and annotations (a mapping: empty where absent or not one), its spec and status
+    (``or {}``)."""
     pod = Pod(str(m.get("namespace") or meta.DEFAULT_NAMESPACE), str(m.get("name", "")), str(m.get("uid") or ""))
     raw_labels = m.get("labels")
     labels = pod.labels = {str(k): str(v) for k, v in raw_labels.items()} \
@@ -94,9 +101,6 @@ def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
         problems.append(Reason(
             ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {part} {c.GPU_RESOURCE}; whole devices only. "
             f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
-    ann = m.get("annotations")
-    if not isinstance(ann, dict):
-        ann = _NONE
     if ann and not ann.keys().isdisjoint(_SHARING):  # (without any of them there is nothing to read)
         written = {k: str(ann[k]) for k in _SHARING if k in ann}
         key = (written.get(c.GPU_FRACTION_ANNOTATION), written.get(c.GPU_MEMORY_ANNOTATION),
