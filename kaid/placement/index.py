@@ -276,12 +276,16 @@ class NodeIndex:
         mask = self.static_mask(pod)
         nodes = self.nodes
         if pod.gpu_whole:
-            for i in self._by_idle(pod.gpu_whole, spread):
-                if mask[i] and (allowed is None or allowed[i]):
-                    n = nodes[i]
-                    if n.used_cpu + pod.cpu <= n.alloc_cpu and n.used_mem + pod.mem <= n.alloc_mem and \
-                            n.used_pods < n.alloc_pods:
-                        return n, whole_devices(n, pod.gpu_whole)
+            # the buckets read in place (no generator between): in a region (a rack) most nodes of a bucket are
+            # outside it, and more of them the larger the cluster
+            want, cpu, mem, buckets = pod.gpu_whole, pod.cpu, pod.mem, self.buckets
+            for k in range(self.max_gpus, want - 1, -1) if spread else range(want, self.max_gpus + 1):
+                for i in buckets[k]:  # returns before a bucket changes: no copy needed
+                    if (allowed is None or allowed[i]) and mask[i]:
+                        n = nodes[i]
+                        if n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
+                                n.used_pods < n.alloc_pods:
+                            return n, whole_devices(n, want)
             return None
         if pod.frac_devices == 1 and pod.gpu_frac:  # one device, the same share on every node: the index decides
             seen: set[int] = set()
