@@ -47,6 +47,7 @@ from typing import Any, Final
 from benchmarks.common import fmt, machine_info, median, output_args, profile_text, progress, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.kube_cluster import (
+    CONTROL_PLANE,
     CONTROLLER_MANAGER_ARGS,
     GPUS_PER_NODE,
     NAMESPACE_GONE_TIMEOUT_S,
@@ -72,6 +73,8 @@ from benchmarks.kube_cluster import (
     build_workload,
     component_pid,
     counters_delta,
+    cpu_readings,
+    cpu_spent,
     create_all,
     delete_namespace,
     delta,
@@ -129,6 +132,7 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
         api_pid = component_pid(cp, "kube-apiserver")
         counters0 = _apiserver_at_rest(cp, api_pid, result)
+        cpu0 = cpu_readings(cp, None)  # the scheduler starts now: its CPU from 0
         api_cpu0 = proc_cpu_seconds(api_pid)
         t0 = time.monotonic()
         if scheduler == "kaid":
@@ -144,6 +148,7 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         result.update(_check_placement(wl, watcher))
         result["scheduler_cpu_s"] = proc_cpu_seconds(sched_pid)
         result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
+        result["cpu_s"] = cpu_spent(cpu_readings(cp, sched_pid), cpu0)
         _apiserver_work(cp, counters0, result)
         _scheduler_metrics(cp, kaid, sched_pid, len(pods), t0 + opts.timeout, t0, result)
         result["scheduler_peak_rss_mb"], result["scheduler_rss_mb"] = proc_memory_mb(sched_pid)
@@ -206,6 +211,7 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         result["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
         api_pid = component_pid(cp, "kube-apiserver")
         counters0 = _apiserver_at_rest(cp, api_pid, result)
+        cpu0 = cpu_readings(cp, raw.pid)
         api_cpu0 = proc_cpu_seconds(api_pid)
         t0 = time.monotonic()
         raw.go()
@@ -213,6 +219,7 @@ def run_raw(cp: ControlPlane, wl: Workload, opts: Options, run_id: str, log: Cal
         result.update(_bind_times(watcher, t0, len(pods)))
         result.update(_check_placement(wl, watcher))
         result["apiserver_cpu_s"] = delta(proc_cpu_seconds(api_pid), api_cpu0)
+        result["cpu_s"] = cpu_spent(cpu_readings(cp, raw.pid), cpu0)
         _apiserver_work(cp, counters0, result)
         out = raw.finish(timeout=max(30.0, t0 + opts.timeout - time.monotonic()))
         result["raw"] = out
@@ -253,6 +260,9 @@ def _apiserver_work(cp: ControlPlane, before: dict[str, float], result: Obj) -> 
             result["apiserver"] = counters_delta(apiserver_counters(scrape_apiserver(cp)), before)
         except (OSError, ControlPlaneError, http.client.HTTPException, ValueError) as err:
             result["apiserver_error"] = str(err)
+    total = (result.get("cpu_s") or {}).get("total")
+    if total is not None and result.get("pods_bound"):
+        result["cpu_per_1000_binds"] = round(total * 1000 / result["pods_bound"], 3)
     cpu, idle, took = result.get("apiserver_cpu_s"), result.get("apiserver_idle_cpu"), result.get("all_bound_s")
     if cpu is not None and idle is not None and took is not None and result.get("pods_bound"):
         result["apiserver_cpu_above_idle_s"] = round(cpu - idle * took, 2)
@@ -446,7 +456,7 @@ NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s"
                        "gangs_whole", "gangs_partial", "gang_bind_spread_max_s", "max_gpus_on_a_node",
                        "overcommitted_nodes", "scheduler_cpu_s", "scheduler_peak_rss_mb", "apiserver_cpu_s",
                        "apiserver_idle_cpu", "apiserver_cpu_above_idle_s", "apiserver_cpu_per_1000_binds",
-                       "delete_s", "nodes_not_ready")
+                       "cpu_per_1000_binds", "delete_s", "nodes_not_ready")
 
 
 def summarise(runs: list[Obj]) -> Obj:
@@ -457,6 +467,8 @@ def summarise(runs: list[Obj]) -> Obj:
         if not mine:
             continue
         res: Obj = {k: median([r.get(k) for r in mine]) for k in NUMERIC_KEYS}
+        res["cpu_s"] = {name: median([(r.get("cpu_s") or {}).get(name) for r in mine])
+                        for name in sorted({n for r in mine for n in r.get("cpu_s") or {}})}
         counted = sorted({key for r in mine for key in r.get("apiserver") or {}})
         res["apiserver"] = {key: median([(r.get("apiserver") or {}).get(key, 0) for r in mine]) for key in counted}
         res["runs"] = len(mine)
@@ -512,6 +524,7 @@ def format_report(report: Obj) -> str:
     row("kube-apiserver CPU time in the run (s)", "apiserver_cpu_s")
     row("kube-apiserver CPU at rest before the start (CPUs)", "apiserver_idle_cpu", ratio=False)
     row("kube-apiserver CPU beyond rest, per 1,000 binds (s)", "apiserver_cpu_per_1000_binds")
+    row("CPU of every process in the run, per 1,000 binds (s)", "cpu_per_1000_binds")
     if w:
         note("raw: bind workers, binds failed", r=f"{fmt(w.get('workers'))}, {fmt(w.get('binds_failed'))}")
     if k:
@@ -569,7 +582,9 @@ def _apiserver_table(res: Obj) -> list[str]:
     columns = [(name, res[sched]) for sched, name in (("kaid", "kaid"), ("kube-scheduler", "kube-sched"),
                                                        (RAW, "raw"), (RAW_WATCHES, "raw+watches")) if sched in res]
     keys = sorted({k for _, r in columns for k in r.get("apiserver") or {}})
-    shown = []
+    shown: list[tuple[str, list[Any]]] = [
+        (f"CPU s, {name}", [(r.get("cpu_s") or {}).get(name) for _, r in columns])
+        for name in ("total", *CONTROL_PLANE, "scheduler", "benchmark") if any(r.get("cpu_s") for _, r in columns)]
     for key in keys:
         values = [(r.get("apiserver") or {}).get(key, 0) for _, r in columns]
         if "bytes" in key:
@@ -580,7 +595,8 @@ def _apiserver_table(res: Obj) -> list[str]:
     if not shown:
         return []
     width = max(len(k) for k, _ in shown)
-    lines = ["", "kube-apiserver's work from the start to the last bind (its /metrics, every client; medians):",
+    lines = ["", "From the start to the last bind: each process's CPU (scheduler: kaid, kube-scheduler or the raw "
+             "loop; benchmark: its watches) and kube-apiserver's work (its /metrics, every client together); medians:",
              f"{'counter':<{width}}" + "".join(f"  {name:>11}" for name, _ in columns)]
     lines += [f"{key:<{width}}" + "".join(f"  {fmt(v):>11}" for v in values) for key, values in shown]
     if RAW_WATCHES in res:

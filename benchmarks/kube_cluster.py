@@ -441,6 +441,25 @@ def idle_cpu_share(pid: int | None, seconds: float = IDLE_WINDOW_S) -> float | N
     return round((after - before) / seconds, 3) if after is not None and before is not None else None
 
 
+CONTROL_PLANE: Final = ("kube-apiserver", "etcd", "kube-controller-manager", "kwok")
+
+
+def cpu_readings(cp: ControlPlane, scheduler_pid: int | None) -> dict[str, float | None]:
+    """CPU seconds so far of each control-plane process, of the scheduler (or the raw loop) and of this benchmark
+    (its watches): a run's readings at its start and after its last bind tell where the machine's CPUs went."""
+    out = {name: proc_cpu_seconds(component_pid(cp, name)) for name in CONTROL_PLANE}
+    out["scheduler"] = proc_cpu_seconds(scheduler_pid) if scheduler_pid is not None else 0.0
+    out["benchmark"] = time.process_time()
+    return out
+
+
+def cpu_spent(after: dict[str, float | None], before: dict[str, float | None]) -> dict[str, float | None]:
+    """``cpu_readings`` after minus before, process by process, and their ``total``."""
+    spent = {name: delta(after.get(name), before.get(name)) for name in after}
+    spent["total"] = round(sum(v for v in spent.values() if v is not None), 2)
+    return spent
+
+
 def component_pid(cp: ControlPlane, name: str) -> int | None:
     comp = cp.components.get(name)
     return comp.process.pid if comp is not None else None

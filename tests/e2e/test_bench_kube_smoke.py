@@ -118,6 +118,12 @@ def test_the_api_servers_work_is_counted(report: dict[str, Any]) -> None:
         assert counted.get("watch events pods", 0) >= 40, run["scheduler"]  # the timing watch sees every bind
         assert 0 <= run["apiserver_idle_cpu"] < 2
         assert run["apiserver_cpu_per_1000_binds"] is not None
+        spent = run["cpu_s"]  # each process's CPU in the run: the control plane's, the scheduler's, the benchmark's
+        assert set(spent) == {"kube-apiserver", "etcd", "kube-controller-manager", "kwok", "scheduler", "benchmark",
+                              "total"}, run["scheduler"]
+        assert spent["kube-apiserver"] > 0 and spent["scheduler"] > 0, run["scheduler"]
+        assert spent["total"] >= spent["kube-apiserver"] + spent["scheduler"]
+        assert run["cpu_per_1000_binds"] == pytest.approx(spent["total"] * 25, abs=0.01)
     by = {r["scheduler"]: r for r in report["runs"]}
     assert by["kaid"]["apiserver"]["response bytes LIST pods"] > 0
     assert "response bytes LIST pods" not in by["raw"]["apiserver"]
