@@ -36,6 +36,7 @@ from kaid.cycle import Bind
 from kaid.kube.actuator import Actuator, bind_workers
 from kaid.kube.cache import API_RESOURCES, WatchCache
 from kaid.kube.client import ApiError, KubeClient
+from kaid.kube.startup import pause_gc, settle_gc
 from tests.e2e.controlplane import ControlPlane, ControlPlaneError
 
 Obj = dict[str, Any]
@@ -759,12 +760,14 @@ def raw_bind_main(spec_path: str) -> None:
     watches = set(spec.get("watches") or ())
     cache: WatchCache | None = None
     seen: dict[str, int] = {}
-    if watches:
+    if watches:  # listed as kaid lists at its start: no cyclic collection until the lists are in, then frozen
         cache = WatchCache(client, tuple(r for r in API_RESOURCES if r.kind in watches))
         cache.subscribe(_EventCount(seen))
+        pause_gc()
         cache.start()
         if not cache.wait_synced(300.0):
             raise SystemExit("the raw loop's watches did not list in 300 s")
+        settle_gc()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     sys.stdin.readline()
