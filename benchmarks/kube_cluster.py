@@ -390,7 +390,7 @@ APISERVER_COUNTERS: Final = {
     "apiserver_watch_events_sizes_sum": "watch bytes",
     "apiserver_response_sizes_sum": "response bytes",
 }
-IDLE_WINDOW_S: Final = 3.0  # the API server's CPU at rest is measured over this long before each run starts
+IDLE_WINDOW_S: Final = 3.0  # the CPU of the processes at rest is measured over this long before each run starts
 
 
 def scrape_apiserver(cp: ControlPlane) -> str:
@@ -432,14 +432,6 @@ def apiserver_counters(text: str) -> dict[str, float]:
 def counters_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     """What changed between two readings of ``apiserver_counters`` (only what did), sorted by name."""
     return {k: round(v - before.get(k, 0.0)) for k, v in sorted(after.items()) if v - before.get(k, 0.0) >= 0.5}
-
-
-def idle_cpu_share(pid: int | None, seconds: float = IDLE_WINDOW_S) -> float | None:
-    """The share of a CPU a process uses over ``seconds`` (from now)."""
-    before = proc_cpu_seconds(pid)
-    time.sleep(seconds)
-    after = proc_cpu_seconds(pid)
-    return round((after - before) / seconds, 3) if after is not None and before is not None else None
 
 
 CONTROL_PLANE: Final = ("kube-apiserver", "etcd", "kube-controller-manager", "kwok")

@@ -123,7 +123,11 @@ def test_the_api_servers_work_is_counted(report: dict[str, Any]) -> None:
                               "total"}, run["scheduler"]
         assert spent["kube-apiserver"] > 0 and spent["scheduler"] > 0, run["scheduler"]
         assert spent["total"] >= spent["kube-apiserver"] + spent["scheduler"]
-        assert run["cpu_per_1000_binds"] == pytest.approx(spent["total"] * 25, abs=0.01)
+        rest = run["cpu_at_rest"]  # the same processes' CPU at rest before the start, in CPUs
+        assert set(rest) == set(spent) - {"scheduler"} and all(0 <= v < 4 for v in rest.values()), rest
+        assert run["apiserver_idle_cpu"] == rest["kube-apiserver"]
+        assert run["cpu_beyond_rest_s"] == pytest.approx(spent["total"] - rest["total"] * run["all_bound_s"], abs=0.02)
+        assert run["cpu_beyond_rest_per_1000_binds"] == pytest.approx(run["cpu_beyond_rest_s"] * 25, abs=0.01)
     by = {r["scheduler"]: r for r in report["runs"]}
     assert by["kaid"]["apiserver"]["response bytes LIST pods"] > 0
     assert "response bytes LIST pods" not in by["raw"]["apiserver"]
