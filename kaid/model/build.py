@@ -164,11 +164,9 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        if status.get("phase") in FINISHED_PHASES:
-            continue  # (``pod_role``)
-        ours = (spec.get("schedulerName") or "default-scheduler") == scheduler
-        if not ours and not spec.get("nodeName"):
-            continue  # another scheduler's pending pod: not ours to place, holds nothing yet
+        wanted, ours = role_of(spec, status, scheduler)
+        if not wanted:
+            continue  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
         m = obj.get("metadata")
         if not isinstance(m, dict):
             m = _NO_ANNOTATIONS
@@ -251,10 +249,14 @@ def node_gone(pod: Pod) -> None:
 
 def pod_role(obj: Obj, cfg: SchedulerConfig) -> tuple[bool, bool]:
     """(read it at all, ours): finished pods and another scheduler's pending pods are not read."""
-    spec = obj.get("spec") or {}
-    if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
+    return role_of(obj.get("spec") or {}, obj.get("status") or {}, cfg.schedulerName)
+
+
+def role_of(spec: Obj, status: Obj, scheduler: str) -> tuple[bool, bool]:
+    """``pod_role`` from the pod's spec and status as read (``or {}``) and the scheduler's name."""
+    if status.get("phase") in FINISHED_PHASES:
         return False, False
-    ours = (spec.get("schedulerName") or "default-scheduler") == cfg.schedulerName
+    ours = (spec.get("schedulerName") or "default-scheduler") == scheduler
     return ours or bool(spec.get("nodeName")), ours
 
 

@@ -88,7 +88,6 @@ class Rooms:
             known = self._by_label[key] = (values, sums)
         return known[1]
 
-
     def groups(self, nodes: list[Node], key: str | None) -> dict[str | None, Groups]:
         """Per value of the node label ``key`` (None: every node in one domain, keyed None; nodes without the label
         are the domain None), the nodes with room above 0 grouped by (room, idle GPUs), each group in the nodes'
