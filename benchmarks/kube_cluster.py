@@ -395,10 +395,15 @@ IDLE_WINDOW_S: Final = 3.0  # the CPU of the processes at rest is measured over 
 
 def scrape_apiserver(cp: ControlPlane) -> str:
     """kube-apiserver's /metrics, as the admin."""
-    user = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]
     ctx = ssl.create_default_context(cafile=str(cp.ca_file))
+    return _scrape_as_admin(cp, "kube-apiserver", cp.ports["apiserver"], ctx, timeout=30)
+
+
+def _scrape_as_admin(cp: ControlPlane, component: str, port: int, ctx: ssl.SSLContext, timeout: float) -> str:
+    """``component``'s /metrics on its loopback ``port``, with the client certificate of the admin's kubeconfig."""
+    user = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]
     ctx.load_cert_chain(user["client-certificate"], user["client-key"])
-    conn = http.client.HTTPSConnection("127.0.0.1", cp.ports["apiserver"], context=ctx, timeout=30)
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=timeout)
     try:
         conn.request("GET", "/metrics")
         resp = conn.getresponse()
@@ -406,7 +411,7 @@ def scrape_apiserver(cp: ControlPlane) -> str:
     finally:
         conn.close()
     if resp.status != 200:
-        raise ControlPlaneError(f"kube-apiserver /metrics: HTTP {resp.status}")
+        raise ControlPlaneError(f"{component} /metrics: HTTP {resp.status}")
     return body
 
 
@@ -519,21 +524,10 @@ def parse_kube_scheduler_metrics(text: str) -> Obj:
 
 def scrape_kube_scheduler(cp: ControlPlane) -> str:
     """kube-scheduler's /metrics on its loopback port, as the admin (the client certificate of its kubeconfig)."""
-    user = yaml.safe_load(cp.kubeconfig.read_text())["users"][0]["user"]
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, on 127.0.0.1
-    ctx.load_cert_chain(user["client-certificate"], user["client-key"])
-    conn = http.client.HTTPSConnection("127.0.0.1", cp.ports["scheduler"], context=ctx, timeout=10)
-    try:
-        conn.request("GET", "/metrics")
-        resp = conn.getresponse()
-        body = resp.read().decode("utf-8", errors="replace")
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise ControlPlaneError(f"kube-scheduler /metrics: HTTP {resp.status}")
-    return body
+    return _scrape_as_admin(cp, "kube-scheduler", cp.ports["scheduler"], ctx, timeout=10)
 
 
 def _load_prctl() -> Any:
