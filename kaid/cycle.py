@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kaid.actions.allocate import allocate
+from kaid.actions.carried import Roll
 from kaid.actions.consolidate import consolidate
+from kaid.actions.evictions import known_keys, pending_now
 from kaid.actions.memory import SearchMemory, recall
 from kaid.actions.preempt import preempt
 from kaid.actions.reclaim import reclaim
@@ -91,16 +93,19 @@ def _overcommitted(node: Node) -> bool:
             or any(u > 1000 for u in node.dev_used))
 
 
-def ready_pipelined(snap: Snapshot) -> list[Pod]:
-    """Pipelined pods whose victims are gone: bound now, a whole job at a time."""
+def ready_pipelined(snap: Snapshot, roll: Roll | None = None) -> list[Pod]:
+    """Pipelined pods whose victims are gone: bound now, a whole job at a time (``roll``: the jobs as the cycle
+    began, which names those with a pipelined pod; the jobs whose pods it puts back to pending are told it)."""
     ready: list[Pod] = []
     pipelined = PodStatus.PIPELINED
-    # the jobs with a pipelined pod, from one pass over the pods (every job's pods are the snapshot's), where each
-    # job's pods were walked (27,000 jobs at 4,000 nodes, nearly none of them with a pipelined pod)
-    held = {id(p.job) for p in snap.pods if p.status == pipelined}
-    for job in snap.jobs.values() if held else ():
-        if id(job) not in held:
-            continue
+    if roll is not None:
+        held_jobs = roll.pipelined
+    else:
+        # the jobs with a pipelined pod, from one pass over the pods (every job's pods are the snapshot's), where
+        # each job's pods were walked (27,000 jobs at 4,000 nodes, nearly none of them with a pipelined pod)
+        held = {id(p.job) for p in snap.pods if p.status == pipelined}
+        held_jobs = [job for job in snap.jobs.values() if id(job) in held] if held else []
+    for job in held_jobs:
         waiting = [p for p in job.pods if p.status == pipelined]
         if not waiting:
             continue
@@ -110,6 +115,8 @@ def ready_pipelined(snap: Snapshot) -> list[Pod]:
                     if snap.journal is not None:
                         snap.journal.pod(p)
                     p.status, p.node = PodStatus.PENDING, None
+            if roll is not None:
+                roll.changed([job])
             continue
         if all(not _overcommitted(snap.node_by_name[p.node or ""]) for p in waiting):
             ready.extend(waiting)
@@ -139,7 +146,10 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
     session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recalled)
     out = Decisions(problems=list(snap.problems), memory=recalled.after if recalled is not None else None)
-    for pod in ready_pipelined(snap):
+    roll = None
+    if recalled is not None and memory is not None and snap.journal is not None:  # (``kaid.actions.carried``)
+        roll = session.roll = Roll.of(snap, memory.carried)
+    for pod in ready_pipelined(snap, roll):
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
     for name, action in ACTIONS:
         if name in cfg.actions:
@@ -157,8 +167,11 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
         job = op.pod.job
         out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
                                       op.message))
-    pending = PodStatus.PENDING
-    waiting = {id(p.job) for p in snap.pods if p.status == pending}  # (one pass over the pods, as above)
+    if roll is not None:
+        waiting = pending_now(session, roll)
+    else:
+        pending = PodStatus.PENDING
+        waiting = {id(p.job) for p in snap.pods if p.status == pending}  # (one pass over the pods, as above)
     for job in snap.jobs.values():
         if job.warnings:
             out.warnings[job.key] = list(job.warnings)
@@ -174,4 +187,6 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     for row in fair_rows:
         row.allocated_after = after[row.name].allocated
     out.queues = fair_rows
+    if roll is not None and out.memory is not None and snap.journal is not None:
+        out.memory.carried = roll.handed_on(snap.journal, known_keys(session))
     return out

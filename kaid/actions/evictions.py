@@ -12,6 +12,7 @@ from operator import itemgetter
 from typing import Protocol
 
 from kaid.actions import by_node, gangs
+from kaid.actions.carried import Roll
 from kaid.actions.memory import Miss
 from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, request_of, run, settle, skip_alike
@@ -303,6 +304,14 @@ class Roles:
     def _first(cls, session: Session) -> Roles:
         """The roles worked out in one pass over the pods and one over the jobs, each queue read once (every job
         read its queue and walked its pods twice: 27,000 jobs at 4,000 nodes)."""
+        roll = session.roll
+        if roll is not None:  # the jobs as the cycle began (``carried.Roll``), brought up to date from the operations
+            focus = session.focus
+            waiters = roll.waiters if focus is None else [j for j in roll.waiters if j.key == focus]
+            roles = session.roles = Roles(0, waiters, roll.victims, set(roll.pending), set(roll.running),
+                                          dict(roll.keys))
+            roles.catch_up(session)
+            return roles
         pods = session.snap.pods
         waits = PodStatus.PENDING
         pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
@@ -359,6 +368,29 @@ class Roles:
             running = self.running
             self._pool = [j for j in self.victims if id(j) in running]
         return list(self._pool)
+
+
+def pending_now(session: Session, roll: Roll) -> set[int]:
+    """id(job) of the jobs with a pending pod as the session stands now, from the ``roll`` of the jobs as the cycle
+    began and the operations since."""
+    roles = session.roles
+    if isinstance(roles, Roles):
+        roles.catch_up(session)
+        return roles.pending
+    pending = set(roll.pending)
+    for job in {id(op.pod.job): op.pod.job for op in session.ops if op.pod.job is not None}.values():
+        (pending.add if _has_pending(job) else pending.discard)(id(job))
+    return pending
+
+
+def known_keys(session: Session) -> dict[int, JobKey]:
+    """The ``job_key``s the cycle worked out and that hold as the session stands now (the roles' if an eviction action
+    ran, else those the cycle began with)."""
+    roles = session.roles
+    if isinstance(roles, Roles):
+        roles.catch_up(session)
+        return roles.keys
+    return session.roll.keys if session.roll is not None else {}
 
 
 def _has_running(job: Job) -> bool:

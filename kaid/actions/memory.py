@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kaid.actions.carried import Facts
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.fingerprint import job_fields, labels_of, node_fields, pod_fields
 from kaid.model.objects import Reason, Snapshot
@@ -55,6 +56,9 @@ class SearchMemory:
     vain: set[str] = field(default_factory=set)  # actions none of whose searches succeeded (each in ``misses``)
     world: int | None = None  # the cycle's fingerprint
     at: float = NEVER  # the cycle's clock (``until`` is the ``horizon`` of that world from then)
+    # id(job) -> what the cycle read of the job, for the next cycle where the job did not change (a live model's
+    # snapshots only: ``kaid.actions.carried``)
+    carried: dict[int, Facts] = field(default_factory=dict)
 
     def holds(self, action: str, world: int, now: float) -> bool:
         """Whether what ``action`` found in vain holds in a world with this fingerprint at ``now``."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kaid.actions.carried import Roll
 from kaid.actions.memory import Recall
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.journal import Journal
@@ -111,6 +112,8 @@ class Session:
     _journal: Journal | None = field(default=None, init=False, repr=False)
     # the eviction actions' waiting jobs and candidate victims, kept from one action to the next (``evictions.Roles``)
     roles: object = field(default=None, init=False, repr=False)
+    # the snapshot's jobs as the cycle began, read once (a live model's snapshot with a memory: ``carried.Roll``)
+    roll: Roll | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._journal = self.snap.journal

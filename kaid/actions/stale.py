@@ -4,6 +4,8 @@ whole, so that half a gang does not hold GPUs it cannot use."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kaid.actions import gangs
 from kaid.actions.session import Session
 from kaid.api.config import Action
@@ -35,7 +37,12 @@ def stale_gangs(session: Session) -> None:
     front end to persist."""
     snap = session.snap
     now = snap.now
-    for job in snap.jobs.values():
+    jobs: Iterable[Job] = snap.jobs.values()
+    roll = session.roll
+    if roll is not None:  # only the jobs stale as the cycle began, or stale since some time, or changed since
+        read = {id(j) for j in roll.stale} | roll.moved | {id(op.pod.job) for op in session.ops}
+        jobs = [job for job in jobs if id(job) in read]
+    for job in jobs:
         stale, running = _stale(job)
         if not stale:
             if job.stale_since is not None:
