@@ -46,34 +46,55 @@ def occupy(node: Node, pod: Pod) -> None:
     node.used_mem += pod.mem
     node.used_pods += 1
     if pod.gpu_whole and node.gpus:
-        # the devices it recorded while they are free, then other idle ones, then the recorded ones anyway
-        # and then any (an over-committed node shows as a device above 1000): the total is never lost
-        recorded = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus]
-        wanted = [d for d in recorded if node.dev_used[d] == 0][: pod.gpu_whole]
-        idle = [d for d in range(node.gpus) if node.dev_used[d] == 0]
-        for d in [*idle, *recorded]:
-            if len(wanted) >= pod.gpu_whole:
-                break
-            if d not in wanted:
-                wanted.append(d)
-        for d in range(node.gpus):
-            if len(wanted) >= pod.gpu_whole:
-                break
-            if d not in wanted:
-                wanted.append(d)
-        k = 0
-        while len(wanted) < pod.gpu_whole:
-            wanted.append(k % node.gpus)
-            k += 1
-        for d in wanted:
-            if node.dev_used[d] == 0:
-                node.idle -= 1
-            node.dev_used[d] += 1000
-        pod.devices = tuple(wanted)
+        if len(pod.devices) == pod.gpu_whole and _recorded_free(pod.devices, node):
+            # (most: as many devices as it holds, recorded, distinct and free: the devices the general rule picks)
+            used = node.dev_used
+            for d in pod.devices:
+                used[d] = 1000
+            node.idle -= pod.gpu_whole
+            return
+        _occupy_whole(node, pod)
     elif pod.gpu_whole:
         pod.devices = ()  # a node without GPUs (it lost them): no device to account, or to give back on eviction
     elif pod.frac_devices:
         _occupy_shared(node, pod)
+
+
+def _recorded_free(devices: tuple[int, ...], node: Node) -> bool:
+    """Whether each of ``devices`` is a device of the node, free, and named once."""
+    used, gpus = node.dev_used, node.gpus
+    for d in devices:
+        if d < 0 or d >= gpus or used[d]:
+            return False
+    return len(devices) == 1 or len(set(devices)) == len(devices)
+
+
+def _occupy_whole(node: Node, pod: Pod) -> None:
+    """A whole-GPU pod's devices on a node with GPUs, whatever it recorded."""
+    # the devices it recorded while they are free, then other idle ones, then the recorded ones anyway
+    # and then any (an over-committed node shows as a device above 1000): the total is never lost
+    recorded = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus]
+    wanted = [d for d in recorded if node.dev_used[d] == 0][: pod.gpu_whole]
+    idle = [d for d in range(node.gpus) if node.dev_used[d] == 0]
+    for d in [*idle, *recorded]:
+        if len(wanted) >= pod.gpu_whole:
+            break
+        if d not in wanted:
+            wanted.append(d)
+    for d in range(node.gpus):
+        if len(wanted) >= pod.gpu_whole:
+            break
+        if d not in wanted:
+            wanted.append(d)
+    k = 0
+    while len(wanted) < pod.gpu_whole:
+        wanted.append(k % node.gpus)
+        k += 1
+    for d in wanted:
+        if node.dev_used[d] == 0:
+            node.idle -= 1
+        node.dev_used[d] += 1000
+    pod.devices = tuple(wanted)
 
 
 def _occupy_shared(node: Node, pod: Pod) -> None:
