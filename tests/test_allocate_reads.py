@@ -1,6 +1,7 @@
 """Allocate's short readings against the long ones they stand for: whether a job just placed has another batch
 (``allocate._more``: a waiting pod, read at C speed, for a job of one pod set) against ``gangs.tasks_to_allocate``;
-a batch of at most one waiting pod; whether a batch spreads (``allocate._spread``) with the pods read or not."""
+a batch of at most one waiting pod, and what it asks for; whether a batch spreads (``allocate._spread``) with the pods
+read or not."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 from kaid.actions import gangs
 from kaid.actions.allocate import NextBatches, _more, _spread
+from kaid.actions.session import job_request
 from kaid.api.config import SchedulerConfig
-from kaid.model.objects import Job, Pod
+from kaid.model.objects import Job, Node, Pod
 from kaid.model.vocabulary import PodStatus
 
 _STATUSES = [PodStatus.PENDING, PodStatus.PENDING, PodStatus.RUNNING, PodStatus.BOUND, PodStatus.ALLOCATED,
@@ -84,3 +86,28 @@ def test_next_batches_of_one_pod_are_tasks_to_allocate(seed: int) -> None:
     for i in range(300):
         job = _job(rng, i)
         assert NextBatches(None).batch(job) == gangs.tasks_to_allocate(job), [p.status for p in job.pods]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_next_batches_request_is_job_request_of_the_batch(seed: int) -> None:
+    """``NextBatches.request`` reads a job of one pod (no sub-groups) from the pod, unkept: what ``job_request`` of the
+    job's batch asks, on the smallest GPU for a gpu-memory share, before and after the job's pods change."""
+    rng = random.Random(seed)
+    ref = Node("ref", {}, [], False, True, 64_000, 10**12, 110, 8, 40_000)
+    for i in range(300):
+        job = _job(rng, i)
+        for p in job.pods:
+            p.cpu, p.mem = rng.choice([0, 500, 8000]), rng.choice([0, 10**9])
+            kind = rng.randrange(4)
+            if kind == 1:
+                p.gpu_whole = rng.randint(1, 8)
+            elif kind == 2:
+                p.frac_devices, p.gpu_frac = rng.randint(1, 2), rng.choice([250, 500])
+            elif kind == 3:
+                p.frac_devices, p.gpu_mem_mib = 1, rng.choice([10_000, 50_000])
+        nexts = NextBatches(ref)
+        assert nexts.request(job) == job_request(gangs.tasks_to_allocate(job), ref), [p.status for p in job.pods]
+        nexts.served(job)
+        for p in job.pods:
+            p.status = rng.choice(_STATUSES)
+        assert nexts.request(job) == job_request(gangs.tasks_to_allocate(job), ref), [p.status for p in job.pods]
