@@ -39,7 +39,21 @@ _first_of = itemgetter(0)
 
 def job_key(job: Job) -> JobKey:
     """Serve first: higher priority, then below / at / above the gang minimum, then older, then by name."""
-    return (-job.priority, int(gangs.elastic_state(job)), job.created, job.key)
+    if job.subgroups:
+        return (-job.priority, int(gangs.elastic_state(job)), job.created, job.key)
+    # one pod set: ``elastic_state`` read inline (the key of every job waiting is made at the start of each order)
+    active = 0
+    for p in job.pods:
+        if p.status in _ACTIVE and not p.releasing:  # ``gangs.is_active``
+            active += 1
+    least = job.min_member
+    return (-job.priority, _BELOW if active < least else (_EXACT if active == least else _ABOVE), job.created,
+            job.key)
+
+
+_ACTIVE = gangs.ACTIVE
+# ``ElasticState``'s values as ints (a member read through its class costs ``EnumType.__getattr__``, and int() a call)
+_BELOW, _EXACT, _ABOVE = int(gangs.ElasticState.BELOW), int(gangs.ElasticState.EXACT), int(gangs.ElasticState.ABOVE)
 
 
 def _le(a: int, b: int) -> bool:
