@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from kaid.actions import scenario
 from kaid.actions.carried import Facts, Roll, read
 from kaid.actions.evictions import Roles
 from kaid.actions.memory import SearchMemory
@@ -22,11 +23,11 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.journal import job_errors
 from kaid.model.live import LiveModel
-from kaid.model.objects import Reason, Snapshot
+from kaid.model.objects import Job, Reason, Snapshot
 from kaid.model.vocabulary import PodStatus
 from kaid.placement.index import NodeIndex
 from tests.objects import node, pod, podgroup, queue
-from tests.test_eviction_properties import NOW
+from tests.test_eviction_properties import NOW, SETTINGS, Case, cases, decisions_over
 from tests.test_live_model import Cache, _event, _outcome, busy_model
 
 HELD = Reason("Held", "held")
@@ -75,7 +76,9 @@ def plain_roles(session: Session) -> Roles:
 
 def check_roles(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every time an eviction action takes the session's roles: those worked out from the roll (and the operations
-    since) are the plain ones, and every job key they hold is the job's as it stands."""
+    since) are the plain ones, and every job key they hold is the job's as it stands; every time a scenario reads
+    which jobs of a queue wait (``scenario.waiting_in``), the roles' view of pending jobs is the plain reading of every
+    job's pods (mid-search, with the search's operations)."""
     real = Roles.of.__func__  # type: ignore[attr-defined]
 
     def of(cls: type[Roles], session: Session) -> Roles:
@@ -89,6 +92,15 @@ def check_roles(monkeypatch: pytest.MonkeyPatch) -> None:
         return roles
 
     monkeypatch.setattr(Roles, "of", classmethod(of))
+    real_waiting = scenario.waiting_in
+
+    def waiting_in(session: Session, att: scenario.Attempt, queue: str) -> list[Job]:
+        waits = scenario.pending_now(session)  # (the roles' view, as a scenario reads it)
+        assert [j.key for j in session.snap.jobs.values() if waits(j)] == \
+            [j.key for j in session.snap.jobs.values() if any(p.status == PodStatus.PENDING for p in j.pods)]
+        return real_waiting(session, att, queue)
+
+    monkeypatch.setattr(scenario, "waiting_in", waiting_in)
 
 
 def run_carried(seed: int, steps: int) -> int:
@@ -203,3 +215,31 @@ def test_a_job_changed_before_the_actions_loses_its_carried_key() -> None:
         p.status = PodStatus.PENDING
     roll.changed([job])
     assert id(job) not in roll.keys and id(job) in roll.pending and id(job) not in roll.running
+
+
+@SETTINGS
+@given(case=cases())
+def test_the_roles_view_of_waiting_jobs_on_random_clusters(case: Case) -> None:
+    """The roles' view of which jobs wait, as each scenario reads it (``scenario.pending_now``), and the roles
+    themselves, against the plain readings, over the eviction properties' random clusters and cycles (partial jobs
+    placed mid-search, victims moved, several queues)."""
+    with pytest.MonkeyPatch.context() as patch:
+        check_roles(patch)
+        decisions_over(case, 4)
+
+
+def test_the_roles_view_reads_the_jobs_of_the_operations_since() -> None:
+    """Once the roles were brought up to date, an operation that places a waiting job's last pending pod (a search's
+    scenario placing the pending job) makes the view read that job from its pods; a rollback makes it wait again."""
+    objs = [node("n0", gpus=2), queue("a", gpu=(2, -1, 1)), podgroup("w", "a", 1), pod("w-0", gpus=1, group="w")]
+    cfg = SchedulerConfig()
+    snap = build_snapshot(objs, cfg, NOW)
+    session = Session(snap, NodeIndex(snap.nodes, snap.journal), cfg)
+    roles = Roles.of(session)
+    job = snap.jobs["default/w"]
+    assert scenario.pending_now(session)(job) and id(job) in roles.pending
+    start = session.checkpoint()
+    session.allocate(job.pods[0], snap.nodes[0], (0,))
+    assert not scenario.pending_now(session)(job)
+    session.rollback(start)
+    assert scenario.pending_now(session)(job)

@@ -143,8 +143,8 @@ class Roll:
         for pod, *_ in journal.pods.values():
             if pod.job is not None:
                 facts.pop(id(pod.job), None)
-        for jid, key in keys.items():
+        for jid in keys.keys() - self.keys.keys():  # (those the roll had are the facts' own)
             f = facts.get(jid)
             if f is not None and f.key is None:
-                facts[jid] = Facts(f.job, f.pods, f.pending, f.running, f.pipelined, f.possible, f.stale, key)
+                facts[jid] = Facts(f.job, f.pods, f.pending, f.running, f.pipelined, f.possible, f.stale, keys[jid])
         return facts

@@ -251,9 +251,26 @@ def waiting_in(session: Session, att: Attempt, queue: str) -> list[Job]:
     """The jobs of ``queue`` with a pending pod, as the attempt found them (kept in ``att.waiting``)."""
     known = att.waiting.get(queue)
     if known is None:
-        known = att.waiting[queue] = [j for j in session.jobs_in(queue)
-                                      if not j.errors and any(p.status == PodStatus.PENDING for p in j.pods)]
+        waits = pending_now(session)
+        known = att.waiting[queue] = [j for j in session.jobs_in(queue) if not j.errors and waits(j)]
     return known
+
+
+def pending_now(session: Session) -> Callable[[Job], bool]:
+    """Whether a job has a pending pod as the session stands, read from the eviction actions' roles where they know
+    (``evictions.Roles.pending``: exact as the session stood after its first ``Roles.ops`` operations, which no
+    search takes back) and from the job's pods only for the jobs of the operations since (a search of a queue of
+    many jobs walked every job's pods, per attempt)."""
+    roles = session.roles
+    if roles is None or roles.ops > len(session.ops):
+        return _has_pending
+    pending = roles.pending
+    moved = {id(op.pod.job) for op in session.ops[roles.ops:]}
+    return lambda job: _has_pending(job) if id(job) in moved else id(job) in pending
+
+
+def _has_pending(job: Job) -> bool:
+    return any(p.status == PodStatus.PENDING for p in job.pods)
 
 
 def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kaid.actions.carried import Roll
 from kaid.actions.memory import Recall
@@ -16,6 +17,9 @@ from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Reason, Snapshot
 from kaid.model.queues import charge, pod_vector
 from kaid.model.vocabulary import OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
+
+if TYPE_CHECKING:
+    from kaid.actions.evictions import Roles
 
 Vec = tuple[int, int, int]
 # a pod deleted longer ago than this is stuck (KAI's StuckInReleasing): what it holds is promised to no one
@@ -111,7 +115,7 @@ class Session:
     # the snapshot's record of what the cycle changes on objects it shares with a live model (``kaid.model.journal``)
     _journal: Journal | None = field(default=None, init=False, repr=False)
     # the eviction actions' waiting jobs and candidate victims, kept from one action to the next (``evictions.Roles``)
-    roles: object = field(default=None, init=False, repr=False)
+    roles: Roles | None = field(default=None, init=False, repr=False)
     # the snapshot's jobs as the cycle began, read once (a live model's snapshot with a memory: ``carried.Roll``)
     roll: Roll | None = field(default=None, init=False, repr=False)
 
