@@ -5,6 +5,8 @@
     python -m benchmarks.bench_kube --starts 7           # cold starts only: start to first bind
     python -m benchmarks.bench_kube --schedulers kaid --kaid-profile /tmp/kaid.prof
     python -m benchmarks.bench_kube --no-raw             # without the raw bind loop (the ceiling)
+    python -m benchmarks.bench_kube --qps 2000 --schedulers kaid --no-raw --repeat 3 --kaid-base /tmp/main-tree
+                                                         # A/B: kaid of this tree against another tree's, interleaved
 
 One control plane on loopback (``tests/e2e/controlplane.py``) with ``--nodes`` fake nodes of 8 GPUs, kai's
 manifests (the kaid Deployment scaled to 0: kaid runs here as a process) and ``--queues`` leaf queues with
@@ -51,6 +53,7 @@ from benchmarks.kube_cluster import (
     CONTROLLER_MANAGER_ARGS,
     GPUS_PER_NODE,
     IDLE_WINDOW_S,
+    KAID_BASE,
     NAMESPACE_GONE_TIMEOUT_S,
     NODE_PREFIX,
     PODGROUP_PATH,
@@ -105,9 +108,13 @@ def _fresh_namespace(cp: ControlPlane, wl: Workload, scheduler: str, opts: Optio
     namespace = f"{prefix}-{uuid.uuid4().hex[:5]}"
     cp.ensure_namespace(namespace)
     cp.wait_for_default_serviceaccount(namespace)
-    gangs = scheduler == "kaid"
+    gangs = _is_kaid(scheduler)
     precreate = gangs and opts.podgroups == "precreated"
     return namespace, gangs, precreate, pod_objects(wl, SCHEDULER_NAMES[scheduler], namespace, precreate)
+
+
+def _is_kaid(scheduler: str) -> bool:
+    return scheduler in ("kaid", KAID_BASE)
 
 
 def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_id: str,
@@ -135,8 +142,9 @@ def run_once(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, run_
         cpu0 = cpu_readings(cp, None)  # the scheduler starts now: its CPU from 0
         api_cpu0 = proc_cpu_seconds(api_pid)
         t0 = time.monotonic()
-        if scheduler == "kaid":
-            kaid = KaidProcess(cp, opts, opts.workdir, run_id)
+        if _is_kaid(scheduler):
+            tree = opts.kaid_base if scheduler == KAID_BASE and opts.kaid_base is not None else REPO_ROOT
+            kaid = KaidProcess(cp, opts, opts.workdir, run_id, tree=tree)
             sched_pid: int | None = kaid.pid
         else:
             cp.stop_kube_scheduler()
@@ -348,39 +356,47 @@ def _keep_log(opts: Options, log_file: Path, name: str) -> None:
 def measure_starts(cp: ControlPlane, wl: Workload, scheduler: str, opts: Options, starts: int,
                    log: Callable[[str], None], startup_off: Sequence[str] = ()) -> Obj:
     """``starts`` cold starts of ``scheduler`` on the same backlog: the time from its start to the first
-    bind the watch sees; the scheduler is killed right after, and the pods it bound are made again. For kaid,
-    each of ``startup_off`` (start-up tricks to turn off, ``+`` between several) is measured too, its starts
-    interleaved with the plain ones."""
+    bind the watch sees (and to the ``opts.start_binds``-th); the scheduler is killed right after, and the pods it
+    bound are made again. For kaid, each of ``startup_off`` (start-up tricks to turn off, ``+`` between several) is
+    measured too, and kaid of ``opts.kaid_base`` (``--kaid-base``), their starts interleaved with the plain ones."""
     client = admin_client(cp)
     namespace, gangs, precreate, pods = _fresh_namespace(cp, wl, scheduler, opts, f"bench-start-{scheduler}")
-    variants = ["", *startup_off] if scheduler == "kaid" else [""]
-    firsts: dict[str, list[float]] = {v: [] for v in variants}
+    variants = [("", "", REPO_ROOT)]  # (label, tricks off, tree)
+    if scheduler == "kaid":
+        variants += [(f"without {v}", v, REPO_ROOT) for v in startup_off]
+        if opts.kaid_base is not None:
+            variants.append((KAID_BASE, "", opts.kaid_base))
+    firsts: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in variants}
     try:
         if gangs:
             create_all(client, podgroup_objects(wl, namespace, precreate), lambda o: PODGROUP_PATH.format(
                 ns=namespace))
         create_all(client, pods, lambda o: f"/api/v1/namespaces/{namespace}/pods")
         for i in range(starts):
-            for variant in variants:
-                first = _one_start(cp, client, wl, scheduler, opts, namespace, pods, variant, f"start{i}{variant}")
-                firsts[variant].append(first)
-                log(f"start {i}: {scheduler}{' without ' + variant if variant else ''} first bind after {first} s")
+            for label, off, tree in variants:
+                first, nth = _one_start(cp, client, wl, scheduler, opts, namespace, pods, off,
+                                        f"start{i}{off or ('base' if tree != REPO_ROOT else '')}", tree)
+                firsts[label].append((first, nth))
+                log(f"start {i}: {scheduler}{' ' + label if label else ''} first bind after {first} s"
+                    + (f", bind {opts.start_binds} after {nth} s" if opts.start_binds > 1 else ""))
     finally:
         delete_namespace(cp, client, namespace, NAMESPACE_GONE_TIMEOUT_S)
     out = {"scheduler": scheduler, **_spread(firsts[""])}
     if len(variants) > 1:
-        out["startup_off"] = {v: _spread(firsts[v]) for v in variants[1:]}
+        out["startup_off"] = {label: _spread(firsts[label]) for label, _, _ in variants[1:]}
     return out
 
 
-def _spread(firsts: list[float]) -> Obj:
+def _spread(times: list[tuple[float, float]]) -> Obj:
+    firsts, nths = [t[0] for t in times], [t[1] for t in times]
     return {"first_bind_s": firsts, "median_s": median(firsts), "min_s": min(firsts, default=None),
-            "max_s": max(firsts, default=None)}
+            "max_s": max(firsts, default=None), "nth_bind_s": nths, "nth_median_s": median(nths)}
 
 
 def _one_start(cp: ControlPlane, client: KubeClient, wl: Workload, scheduler: str, opts: Options, namespace: str,
-               pods: list[Obj], startup_off: str, run_id: str) -> float:
-    """One cold start on the backlog: seconds to the first bind; then the backlog is made whole again."""
+               pods: list[Obj], startup_off: str, run_id: str, tree: Path = REPO_ROOT) -> tuple[float, float]:
+    """One cold start on the backlog: seconds to the first bind and to the ``opts.start_binds``-th; then the backlog
+    is made whole again."""
     path = f"/api/v1/namespaces/{namespace}/pods"
     pg_path = PODGROUP_PATH.format(ns=namespace)
     if wl.gangs and opts.podgroups != "precreated":  # each start makes the single pods' PodGroups again
@@ -397,10 +413,11 @@ def _one_start(cp: ControlPlane, client: KubeClient, wl: Workload, scheduler: st
     t0 = time.monotonic()
     try:
         if scheduler == "kaid":
-            kaid = KaidProcess(cp, opts, opts.workdir, run_id, startup_off.replace("+", ","))
+            kaid = KaidProcess(cp, opts, opts.workdir, run_id, startup_off.replace("+", ","), tree)
         else:
             cp.start_kube_scheduler([f"--kube-api-qps={opts.qps:g}", f"--kube-api-burst={opts.burst}"])
-        while not watcher.bound and time.monotonic() - t0 < opts.timeout:
+        wanted = min(opts.start_binds, len(pods))
+        while len(watcher.bound) < wanted and time.monotonic() - t0 < opts.timeout:
             time.sleep(0.005)
     finally:
         if kaid is not None:
@@ -409,11 +426,11 @@ def _one_start(cp: ControlPlane, client: KubeClient, wl: Workload, scheduler: st
         else:
             cp.stop_kube_scheduler()
         watcher.close()
-    if not watcher.bound:
-        raise ControlPlaneError(f"{scheduler} bound nothing within {opts.timeout:.0f} s")
-    first = round(min(t for _, t in watcher.bound.values()) - t0, 3)
+    if len(watcher.bound) < wanted:
+        raise ControlPlaneError(f"{scheduler} bound {len(watcher.bound)} pods of {wanted} within {opts.timeout:.0f} s")
+    times = sorted(t for _, t in watcher.bound.values())
     _unbind(client, path, {p["metadata"]["name"]: p for p in pods})
-    return first
+    return round(times[0] - t0, 3), round(times[wanted - 1] - t0, 3)
 
 
 def _unbind(client: KubeClient, path: str, pods: dict[str, Obj]) -> None:
@@ -472,7 +489,7 @@ NUMERIC_KEYS: Final = ("create_s", "quiet_wait_s", "first_bind_s", "all_bound_s"
 def summarise(runs: list[Obj]) -> Obj:
     """Per scheduler: the median of every numeric result over its runs, and kaid's cycle figures."""
     results: Obj = {}
-    for sched in (*SCHEDULERS, RAW, RAW_WATCHES):
+    for sched in (*SCHEDULERS, KAID_BASE, RAW, RAW_WATCHES):
         mine = [r for r in runs if r["scheduler"] == sched]
         if not mine:
             continue
@@ -483,7 +500,7 @@ def summarise(runs: list[Obj]) -> Obj:
         res["apiserver"] = {key: median([(r.get("apiserver") or {}).get(key, 0) for r in mine]) for key in counted}
         res["runs"] = len(mine)
         res["all_bound_every_run"] = all(r.get("all_bound") for r in mine)
-        if sched == "kaid":
+        if _is_kaid(sched):
             ms = [r["kaid"] for r in mine if r.get("kaid")]
             res["cycles"] = median([m["cycles"] for m in ms])
             res["cycle_ms_mean"] = median([m["cycle_ms_mean"] for m in ms])
@@ -577,10 +594,20 @@ def format_report(report: Obj) -> str:
     lines += ["", f"pods/s kaid/kube-scheduler: {fmt(ratios.get('pods_per_s'))} (target >= 2); "
                   f"kaid/raw: {fmt(ratios.get('kaid_raw_pods_per_s'))} (target >= 0.8); "
                   f"raw/kube-scheduler (the ceiling's own ratio): {fmt(ratios.get('raw_kube_pods_per_s'))}"]
+    base = res.get(KAID_BASE)
+    if base:
+        lines += ["", f"A/B: kaid of this tree against kaid of {a.get('kaid_base')} ({KAID_BASE}), interleaved, "
+                      "medians: " + "; ".join(
+                          f"{name} {fmt(k.get(key))} / {fmt(base.get(key))} ({fmt(_ratio(k.get(key), base.get(key)))})"
+                          for name, key in (("pods/s", "pods_per_s"), ("first bind s", "first_bind_s"),
+                                            ("all bound s", "all_bound_s"), ("kaid CPU s", "scheduler_cpu_s"))),
+                  "  pods/s run by run: " + "; ".join(
+                      f"{r['run']} {r['scheduler']} {fmt(r.get('pods_per_s'))}" for r in report["runs"]
+                      if _is_kaid(r["scheduler"]))]
     for r in report["runs"]:
-        if r["scheduler"] == "kaid" and r.get("kaid_cycles"):
+        if _is_kaid(r["scheduler"]) and r.get("kaid_cycles"):
             shown = ", ".join(f"#{x['cycle']}: {x['bound']} bound in {x['ms']} ms" for x in r["kaid_cycles"][:8])
-            lines.append(f"kaid cycles that bound pods ({r['run']}): {shown}")
+            lines.append(f"{r['scheduler']} cycles that bound pods ({r['run']}): {shown}")
     lines.append("(medians over the repeats; times from the scheduler's start, seen by one watch on the pods)")
     lines += _apiserver_table(res)
     return "\n".join(lines)
@@ -625,19 +652,22 @@ def machine_and_versions() -> Obj:
     return {**machine_info(), "versions": versions}
 
 
-def compile_kaid() -> None:
+def compile_kaid(tree: Path = REPO_ROOT) -> None:
     """kaid's bytecode, as an installed kaid has it (pip compiles a wheel's modules when it installs them;
     the image does too): otherwise every run would first compile kaid's sources, with PYTHONDONTWRITEBYTECODE
     set or without a writable tree, and the start would measure the compiler. Written to __pycache__ beside
     the sources (ignored by git), only for modules whose sources changed."""
-    compileall.compile_dir(str(REPO_ROOT / "kaid"), quiet=1)
+    compileall.compile_dir(str(tree / "kaid"), quiet=1)
 
 
-def _begin(cp: ControlPlane, wl: Workload, schedulers: Sequence[str], log: Callable[[str], None]) -> list[float]:
+def _begin(cp: ControlPlane, wl: Workload, schedulers: Sequence[str], log: Callable[[str], None],
+           kaid_base: Path | None = None) -> list[float]:
     """kaid's bytecode and the cluster; returns the load average before."""
     load_before = [round(x, 2) for x in os.getloadavg()]
     if "kaid" in schedulers:
         compile_kaid()
+    if "kaid" in schedulers and kaid_base is not None:
+        compile_kaid(kaid_base)
     prepare_cluster(cp, wl, log)
     return load_before
 
@@ -653,7 +683,7 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
         raise ValueError("--kaid-profile profiles one run: use --repeat 1")
 
     log = progress(not opts.progress, "bench_kube")
-    load_before = _begin(cp, wl, schedulers, log)
+    load_before = _begin(cp, wl, schedulers, log, opts.kaid_base)
     runs: list[Obj] = []
     total = repeat * (len(schedulers) + raw + raw_watches)
     kinds = tuple(res.kind for res in API_RESOURCES)
@@ -661,8 +691,8 @@ def run_benchmark(cp: ControlPlane, wl: Workload, opts: Options, repeat: int = 1
         order = list(schedulers) if r % 2 == 0 else list(schedulers)[::-1]
         for sched in order:
             last = len(runs) + 1 == total  # its namespace goes with the control plane: no wait for its deletion
-            runs.append(run_once(cp, wl, sched, opts, f"{'kaid' if sched == 'kaid' else 'kube'}{r}", log,
-                                 clean_up=not last))
+            name = {"kaid": "kaid", KAID_BASE: "base"}.get(sched, "kube")
+            runs.append(run_once(cp, wl, sched, opts, f"{name}{r}", log, clean_up=not last))
         raws = [()] * raw + [kinds] * raw_watches
         for watches in raws if r % 2 == 0 else raws[::-1]:
             runs.append(run_raw(cp, wl, opts, f"raw{'w' if watches else ''}{r}", log, clean_up=len(runs) + 1 < total,
@@ -690,7 +720,7 @@ def run_starts(cp: ControlPlane, wl: Workload, opts: Options, starts: int, sched
                args: Obj | None = None, startup_off: Sequence[str] = ()) -> Obj:
     """``--starts N``: only the cold start, N times per scheduler on the same backlog."""
     log = progress(not opts.progress, "bench_kube")
-    load_before = _begin(cp, wl, schedulers, log)
+    load_before = _begin(cp, wl, schedulers, log, opts.kaid_base)
     results = {sched: measure_starts(cp, wl, sched, opts, starts, log, startup_off) for sched in schedulers}
     k, s = results.get("kaid", {}), results.get("kube-scheduler", {})
     return {"benchmark": "bench_kube --starts", "args": args or {},
@@ -700,13 +730,17 @@ def run_starts(cp: ControlPlane, wl: Workload, opts: Options, starts: int, sched
 
 def format_starts(report: Obj) -> str:
     w, m = report["workload"], report["machine"]
+    nth = (report.get("args") or {}).get("start_binds") or 1
     lines = [f"bench_kube --starts: start to first bind on a backlog of {w['pods']} pods ({w['gangs']} gangs) on "
              f"{w['nodes']} nodes; load {m['loadavg_before']} before, {m['loadavg']} after",
-             f"{'scheduler':<16}{'median s':>10}{'min s':>8}{'max s':>8}  every start (s)"]
+             f"{'scheduler':<24}{'median s':>10}{'min s':>8}{'max s':>8}  every start (s)"]
     for sched, r in report["starts"].items():
-        for name, v in [(sched, r), *((f"  without {k}", v) for k, v in r.get("startup_off", {}).items())]:
-            lines.append(f"{name:<16}{fmt(v['median_s']):>10}{fmt(v['min_s']):>8}{fmt(v['max_s']):>8}  "
+        for name, v in [(sched, r), *((f"  {k}", v) for k, v in r.get("startup_off", {}).items())]:
+            lines.append(f"{name:<24}{fmt(v['median_s']):>10}{fmt(v['min_s']):>8}{fmt(v['max_s']):>8}  "
                          f"{', '.join(str(x) for x in v['first_bind_s'])}")
+            if nth > 1:
+                lines.append(f"{'    to bind ' + str(nth):<24}{fmt(v.get('nth_median_s')):>10}{'':>16}  "
+                             f"{', '.join(str(x) for x in v.get('nth_bind_s') or ())}")
     lines.append(f"first bind ratio kaid/kube-scheduler (median): {fmt(report['ratio_first_bind'])} (lower is sooner)")
     return "\n".join(lines)
 
@@ -742,9 +776,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="run kaid under cProfile (its main thread), dump the stats to FILE and print the top functions")
     p.add_argument("--profile-top", type=int, default=25, help="functions listed per ordering (default 25)")
     p.add_argument("--keep-logs", metavar="DIR", help="copy kaid's and kube-scheduler's logs to DIR")
+    p.add_argument("--kaid-base", metavar="DIR",
+                   help="A/B: each repeat also runs kaid from the source tree DIR (as kaid-base), interleaved with "
+                        "this tree's kaid, and reports the two side by side (e.g. a `git archive` of main)")
     p.add_argument("--starts", type=int, default=0, metavar="N",
                    help="instead of the runs: start each scheduler N times on the backlog, kill it at its first "
                         "bind, and report start-to-first-bind times (the part of the runs that differs)")
+    p.add_argument("--start-binds", type=int, default=1, metavar="N",
+                   help="with --starts: each start lasts until N binds are seen, and their time is reported too (the "
+                        "start's binding, not only its first bind)")
     p.add_argument("--startup-off", default="", metavar="TRICK,...",
                    help="with --starts: also measure kaid with each of these start-up tricks off (kaid.kube.startup;"
                         " join several with +), interleaved with the plain starts")
@@ -763,11 +803,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError("--qps must be positive")
         if args.kaid_profile and args.repeat > 1:
             raise ValueError("--kaid-profile profiles one run: use --repeat 1")
+        if args.kaid_base and not (Path(args.kaid_base) / "kaid" / "__init__.py").is_file():
+            raise ValueError(f"--kaid-base {args.kaid_base}: no kaid package there")
+        if args.kaid_base and "kaid" not in schedulers:
+            raise ValueError("--kaid-base goes with runs of kaid")
+        if args.start_binds < 1 or (args.start_binds > 1 and not args.starts):
+            raise ValueError("--start-binds goes with --starts and is at least 1")
         if args.starts < 0 or (args.starts and args.kaid_profile):
             raise ValueError("--starts takes a positive count and no --kaid-profile")
         unknown = {t for v in args.startup_off.split(",") for t in v.split("+") if t} - set(STARTUP_TRICKS)
         if unknown or (args.startup_off and not args.starts):
             raise ValueError(f"--startup-off goes with --starts and names tricks of {', '.join(STARTUP_TRICKS)}")
+        if args.kaid_base and not args.starts:
+            schedulers.insert(schedulers.index("kaid") + 1, KAID_BASE)
         wl = build_workload(args.nodes, args.pods, args.gangs, args.gang_min, args.gang_max, args.queues, args.seed)
     except ValueError as err:
         print(f"bench_kube: {err}", file=sys.stderr)
@@ -775,19 +823,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-kube-"))
     opts = Options(qps=args.qps, burst=burst, cycle_period=args.cycle_period, timeout=args.timeout,
                    podgroups=args.podgroups, kaid_log_level=args.kaid_log_level, kaid_profile=args.kaid_profile,
-                   profile_top=args.profile_top, keep_logs=args.keep_logs, progress=not args.quiet, workdir=workdir)
+                   profile_top=args.profile_top, keep_logs=args.keep_logs, progress=not args.quiet, workdir=workdir,
+                   kaid_base=Path(args.kaid_base).resolve() if args.kaid_base else None, start_binds=args.start_binds)
     arg_record = {"nodes": args.nodes, "pods": args.pods, "gangs": args.gangs, "gang_min": args.gang_min,
                   "gang_max": args.gang_max, "queues": args.queues, "qps": args.qps, "burst": burst,
                   "cycle_period": args.cycle_period, "podgroups": args.podgroups, "schedulers": schedulers,
                   "repeat": args.repeat, "seed": args.seed, "kaid_profile": args.kaid_profile, "raw": not args.no_raw,
-                  "raw_watches": args.raw_watches}
+                  "raw_watches": args.raw_watches, "kaid_base": args.kaid_base}
     cp = ControlPlane(bindir=ensure_binaries(), controller_manager_args=CONTROLLER_MANAGER_ARGS)
     try:
         cp.start()
         if args.starts:
             off = [v for v in args.startup_off.split(",") if v]
             report = run_starts(cp, wl, opts, args.starts, schedulers,
-                                {**arg_record, "starts": args.starts, "startup_off": off}, off)
+                                {**arg_record, "starts": args.starts, "startup_off": off,
+                                 "start_binds": args.start_binds}, off)
         else:
             report = run_benchmark(cp, wl, opts, args.repeat, schedulers, arg_record, raw=not args.no_raw,
                                    raw_watches=args.raw_watches)

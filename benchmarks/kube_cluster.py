@@ -43,7 +43,9 @@ Obj = dict[str, Any]
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 SCHEDULERS: Final[tuple[str, str]] = ("kaid", "kube-scheduler")
-SCHEDULER_NAMES: Final[dict[str, str]] = {"kaid": c.DEFAULT_SCHEDULER_NAME, "kube-scheduler": "default-scheduler"}
+KAID_BASE: Final = "kaid-base"  # kaid from another tree (--kaid-base DIR), interleaved with this tree's: an A/B
+SCHEDULER_NAMES: Final[dict[str, str]] = {"kaid": c.DEFAULT_SCHEDULER_NAME, "kube-scheduler": "default-scheduler",
+                                          KAID_BASE: c.DEFAULT_SCHEDULER_NAME}
 RAW: Final = "raw"  # the bare bind loop: no scheduler, the ceiling
 RAW_SCHEDULER_NAME: Final = "bench-raw-binds"  # a schedulerName nobody serves: the raw loop's pods wait for it
 RAW_WATCHES: Final = "raw+watches"  # the raw loop with kaid's informers open over its client (--raw-watches)
@@ -566,13 +568,17 @@ class Options:
     profile_top: int = 25
     keep_logs: str | None = None
     progress: bool = True
+    kaid_base: Path | None = None  # --kaid-base: the tree whose kaid runs as KAID_BASE
+    start_binds: int = 1  # --starts: each start lasts until this many binds are seen
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
 
 class KaidProcess:
     """``kaid run`` as a child process in its own process group (optionally under cProfile)."""
 
-    def __init__(self, cp: ControlPlane, opts: Options, workdir: Path, run_id: str, startup_off: str = "") -> None:
+    def __init__(self, cp: ControlPlane, opts: Options, workdir: Path, run_id: str, startup_off: str = "",
+                 tree: Path = REPO_ROOT) -> None:
+        """``tree``: the source tree whose kaid runs (its ``kaid`` package first on the path)."""
         self.port = _free_port()
         self.log = workdir / f"kaid-{run_id}.log"
         config = workdir / f"kaid-{run_id}.yaml"
@@ -593,9 +599,11 @@ class KaidProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBECONFIG") and k != "KAID_STARTUP_OFF"}
         if startup_off:
             env["KAID_STARTUP_OFF"] = startup_off  # start-up tricks off (kaid.kube.startup)
+        if tree != REPO_ROOT:
+            env["PYTHONPATH"] = str(tree)
         with self.log.open("wb") as out:
             self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
+                                            stderr=subprocess.STDOUT, cwd=tree, env=env,
                                             start_new_session=True, preexec_fn=_die_with_parent)
 
     @property

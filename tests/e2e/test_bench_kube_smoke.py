@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import sys
 from typing import Any
 
@@ -166,3 +167,35 @@ def test_starts_mode_measures_each_cold_start(tmp_path: pathlib.Path) -> None:
         assert all(0 < t < 180 for t in r["first_bind_s"]), (sched, r)
         assert r["min_s"] <= r["median_s"] <= r["max_s"]
     assert data["ratio_first_bind"] > 0
+
+
+def test_bad_ab_and_start_arguments_are_refused(tmp_path: pathlib.Path) -> None:
+    assert bench.main([*TINY, "--kaid-base", str(tmp_path)]) == 2  # no kaid package there
+    assert bench.main([*TINY, "--start-binds", "10"]) == 2  # only with --starts
+    assert bench.main([*TINY, "--starts", "1", "--start-binds", "0"]) == 2
+
+
+def test_kaid_against_another_tree_interleaved(tmp_path: pathlib.Path) -> None:
+    """``--kaid-base DIR``: kaid of another tree (here a copy whose ``kaid run`` marks its log) runs beside this
+    tree's on the same control plane, in the runs and in ``--starts`` (each start lasting ``--start-binds`` binds)."""
+    base = tmp_path / "base"
+    shutil.copytree(ROOT / "kaid", base / "kaid", ignore=shutil.ignore_patterns("__pycache__"))
+    cli = base / "kaid" / "cli.py"
+    cli.write_text(cli.read_text(encoding="utf-8") + "\nprint('kaid of the base tree', flush=True)\n",
+                   encoding="utf-8")
+    logs = tmp_path / "logs"
+    out = tmp_path / "ab.json"
+    assert bench.main([*TINY, "--schedulers", "kaid", "--no-raw", "--repeat", "2", "--kaid-base", str(base),
+                       "--keep-logs", str(logs), "--json", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["scheduler"] for r in data["runs"]] == ["kaid", "kaid-base", "kaid-base", "kaid"]  # interleaved
+    assert all(r["all_bound"] and r["gangs_whole"] == 2 for r in data["runs"])
+    assert set(data["results"]) == {"kaid", "kaid-base"} and data["results"]["kaid-base"]["runs"] == 2
+    marked = {p.name for p in logs.iterdir() if "kaid of the base tree" in p.read_text(errors="replace")}
+    assert marked == {"kaid-base0.log", "kaid-base1.log"}, sorted(p.name for p in logs.iterdir())
+    out = tmp_path / "starts.json"
+    assert bench.main([*TINY, "--schedulers", "kaid", "--starts", "1", "--start-binds", "10", "--kaid-base",
+                       str(base), "--json", str(out)]) == 0
+    starts = json.loads(out.read_text(encoding="utf-8"))["starts"]["kaid"]
+    for r in (starts, starts["startup_off"]["kaid-base"]):
+        assert len(r["nth_bind_s"]) == 1 and 0 < r["first_bind_s"][0] <= r["nth_bind_s"][0] < 180, r
