@@ -121,6 +121,7 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
     units = search.units
     evict_first(session, att, [units[i] for i in recorded])
     base = room.tally(att, [units[i] for i in recorded])
+    held = base.copy()  # the recorded victims' tally, which every simulation of the partial job begins with
     if recorded and base.enough():
         out = _simulate(session, att, search, [units[i] for i in recorded], feasible)
         if out is not None:
@@ -154,9 +155,12 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
             these = sorted(i for job in on_node[node] for i in by_job[job])
             if not first_time(tried, these):
                 continue
-            victims = [units[j] for j in (*recorded, *these)]
-            if not room.tally(att, victims).enough():
+            tally = held.copy()
+            for j in these:
+                tally.add(units[j])
+            if not tally.enough():
                 continue
+            victims = [units[j] for j in (*recorded, *these)]
             out = _simulate(session, att, search, victims, feasible)
             if out is None:
                 continue
@@ -281,3 +285,12 @@ class Tally:
 
     def enough(self) -> bool:
         return self.total >= self.need
+
+    def copy(self) -> Tally:
+        """The same tally, to add other victims to (``room.tally(att, victims)`` with victims that begin with this
+        one's, in the same order, adds the same: each simulation of a partial job tallied its recorded victims
+        again)."""
+        other = Tally(self.room, self.need)
+        other.freed = dict(self.freed)
+        other.total = self.total
+        return other

@@ -214,6 +214,29 @@ def _from_pods(pods: list[Pod], min_available: int, waiting: Collection[str]) ->
 def eviction_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
     """The job's running pods in the order they are evicted: each elastic pod on its own (from every branch that
     has pods above its minimum), then a surplus member whole, then the rest of the gang together."""
+    if not job.subgroups:
+        return _one_set_batches(job, alive)
+    return _tree_batches(job, alive)
+
+
+def _one_set_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
+    """``eviction_batches`` of a job without sub-groups (one pod set, its minimum ``minMember``), in one sort where
+    the tree's walk sorted the pods left once or more per batch: below the minimum the gang goes whole; above it the
+    pods beyond the minimum go one at a time, last in task order first, then the rest together (bench_victims:
+    eviction_batches was most of ``victims.units_of``)."""
+    ordered = sorted(alive, key=task_key, reverse=True)  # (no two alike: a pod's name is in its key)
+    if not ordered:
+        return []
+    if len(ordered) < job.min_member:
+        return [ordered]
+    elastic = len(ordered) - max(job.min_member, 0)
+    batches = [[p] for p in ordered[:elastic]]
+    if elastic < len(ordered):
+        batches.append(ordered[elastic:])
+    return batches
+
+
+def _tree_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
     root = gang_of(job)
     left = {id(p) for p in alive}
     batches: list[list[Pod]] = []
