@@ -267,6 +267,7 @@ class _Simulation:
                        for row in decisions.queues}
         self.last_alloc = sum(v[0] for k, v in self.last_q.items() if k in self.result.leaves)
         self.pending_jobs = len(decisions.pending)
+        snap.release()  # done with: freed now, not left to the garbage collector (``Snapshot.release``)
 
     def _bind(self, decisions: Decisions, t: float) -> None:
         """Bound pods run at once; a job runs once minMember of its pods do, and ends after its duration."""
