@@ -401,11 +401,8 @@ class Snapshot:
         never released."""
         if self.journal is not None:
             raise ValueError("a live model's snapshot holds the model's objects: it is never released")
-        for pod in self.pods:
+        for pod in self.pods:  # (every job's pods are among them)
             pod.job = None
-        for job in self.jobs.values():
-            for pod in job.pods:  # (a job's pods are the snapshot's: this finds none that the line above missed)
-                pod.job = None
         for q in self.queues.values():
             q.parent, q.children, q.jobs = None, [], []
         self.nodes, self.pods, self.budgets, self.problems = [], [], [], []
