@@ -328,7 +328,18 @@ def _bind_times(watcher: BindWatcher, t0: float, total: int) -> Obj:
         "pods_per_s": round(len(watcher.bound) / (end - t0), 1) if end > t0 else None,
         "pods_per_s_binding": (round((len(times) - 1) / (times[-1] - times[0]), 1)
                                if len(times) > 1 and times[-1] > times[0] else None),
+        "binds_per_half_second": _timeline(times, t0),
     }
+
+
+def _timeline(times: list[float], t0: float, step: float = 0.5) -> list[int]:
+    """Binds seen in each ``step`` seconds from the start: where a run lost its time."""
+    counts: list[int] = []
+    for t in times:
+        slot = max(0, int((t - t0) / step))
+        counts.extend([0] * (slot + 1 - len(counts)))
+        counts[slot] += 1
+    return counts
 
 
 def _scheduler_metrics(cp: ControlPlane, kaid: KaidProcess | None, sched_pid: int | None, total: int,

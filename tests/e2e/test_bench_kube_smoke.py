@@ -100,6 +100,8 @@ def test_every_pod_bound_by_both(report: dict[str, Any]) -> None:
         assert run["max_gpus_on_a_node"] <= 8
         assert run["gangs_whole"] == 2 and run["gangs_partial"] == 0
         assert run["nodes_not_ready"] == 0  # counted by a watch on the nodes during the run
+        timeline = run["binds_per_half_second"]  # every bind in the half second the watch saw it, from the start
+        assert sum(timeline) == 40 and timeline[-1] > 0, timeline
 
 
 def test_the_raw_loop_binds_with_kaids_concurrency(report: dict[str, Any]) -> None:
