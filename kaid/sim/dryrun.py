@@ -59,9 +59,6 @@ def dry_run(objects: Iterable[Obj], cfg: SchedulerConfig, cycles: int = 1, now: 
             if e.pod in evicted:
                 evicted[e.pod] = (e.job, e.action)
         snap.release()  # (done with: the decisions hold what the rest reads)
-        if not decisions.binds and not decisions.evictions and not decisions.pipelined:
-            # a fixed point: later cycles would decide the same
-            continue
     final = build_snapshot(objs, cfg, now + cycles * cfg.cyclePeriodSeconds)
     result.snapshot = final
     result.last = decisions
