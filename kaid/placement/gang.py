@@ -56,6 +56,14 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
         Placements | None, int]:
     """Place pods one by one with the strategy; undo the tentative changes and return the plan. The last pod is
     not accounted: no choice after it would see it (a single pod's plan changes nothing in the index)."""
+    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods):
+        return _fill(pods, index, allowed)
+    return _one_by_one(pods, index, spread, allowed)
+
+
+def _one_by_one(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray | None) -> tuple[
+        Placements | None, int]:
+    """``greedy``, one ``best_node`` choice per pod, each accounted in the index before the next and all undone."""
     plan: Placements = []
     ok = True
     last = len(pods) - 1
@@ -72,6 +80,42 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
     for pod, node, devs in reversed(plan[:last]):
         index.release(node, pod, devs, planning=True)
     return (plan if ok else None), placed
+
+
+def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> tuple[Placements | None, int]:
+    """``greedy`` for pods of one shape with whole GPUs, binpack, without a tentative change to the index: each
+    ``best_node`` choice fills the node it takes until the node qualifies no more, then goes on with the next node in
+    the scan. Why: the first choice is the first node (buckets of fewer idle GPUs first, each by index) that
+    qualifies; placing a pod there moves it to a bucket scanned before its old one, where every node before it failed
+    already and fails still (only the chosen node changed), so the next choice is the same node while it qualifies,
+    and then the node after it in the scan (every node before failed). Its devices: ``whole_devices``, the first idle
+    ones, then the next ones (the earlier pods' are used)."""
+    pod = pods[0]
+    want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
+    mask, nodes, buckets = index.static_mask(pod), index.nodes, index.buckets
+    need = len(pods)
+    plan: Placements = []
+    for k in range(want, index.max_gpus + 1):
+        for i in buckets[k]:
+            if (allowed is None or allowed[i]) and mask[i]:
+                n = nodes[i]
+                used_cpu, used_mem, used_pods, idle = n.used_cpu, n.used_mem, n.used_pods, n.idle
+                free: list[int] | None = None
+                at = 0
+                while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
+                        used_pods < n.alloc_pods:
+                    if free is None:
+                        used = n.dev_used
+                        free = [d for d in range(n.gpus) if used[d] == 0]
+                    plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
+                    if len(plan) == need:
+                        return plan, need
+                    at += want
+                    idle -= want
+                    used_cpu += cpu
+                    used_mem += mem
+                    used_pods += 1
+    return None, len(plan)
 
 
 def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tuple[Node, int]]:
