@@ -63,16 +63,16 @@ class PreemptRules:
         return None
 
     def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
-        if not search.units:
+        if not search.count():
             if not protected:
                 return None
             return Reason(ReasonCode.PREEMPT_NOT_POSSIBLE,
                           f"could not preempt: {protected} lower-priority pods are younger than "
                           "preemptMinRuntime", {"protectedPods": protected})
         return Reason(
-            ReasonCode.PREEMPT_NOT_POSSIBLE, f"could not preempt: even evicting all {len(search.units)} lower-priority "
+            ReasonCode.PREEMPT_NOT_POSSIBLE, f"could not preempt: even evicting all {search.count()} lower-priority "
             f"preemptible pod groups of queue {att.queue.name} would not let this job fit (in free resources and "
-            "within its queue's limits and quota)" + budget_note(search), {"candidates": len(search.units)})
+            "within its queue's limits and quota)" + budget_note(search), {"candidates": search.count()})
 
     @staticmethod
     def _lower(job: Job, victim: Job) -> bool:

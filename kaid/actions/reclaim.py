@@ -95,7 +95,7 @@ class ReclaimRules:
                 search.fair.append(Constraint(ids, cap, name))
 
     def explain(self, session: Session, att: Attempt, search: Search, protected: int) -> Reason | None:
-        units = len(search.units)
+        units = search.count()
         if not units:
             if protected:
                 return Reason(ReasonCode.RECLAIM_NOT_POSSIBLE,

@@ -71,6 +71,9 @@ class Search:
     # every unit the search may draw, in no set order, without drawing them (``by_node.vain``)
     census: Callable[[], Iterator[Unit]] | None = None
     whole: bool = False  # every unit drawn, ranked (``link``) and bounded (``evictions._whole``)
+    # how many units ``draw_rest`` would draw, without drawing them (``evictions._explain``)
+    count_rest: Callable[[], int] | None = None
+    counted: int | None = None  # every unit's count, where ``count_rest`` told it instead of a draw (``count``)
     _last: dict[str, int] = field(default_factory=dict)  # job key -> index of its last unit drawn
 
     def __post_init__(self) -> None:
@@ -111,6 +114,10 @@ class Search:
             self.more = self.rest()
         self.draw_all()
 
+    def count(self) -> int:
+        """How many units the search has in all: those drawn, or the count ``count_rest`` told (``counted``)."""
+        return len(self.units) if self.counted is None else self.counted
+
     def cost(self, chosen: list[int]) -> Cost:
         return cost([self.units[i] for i in chosen])
 
@@ -141,6 +148,35 @@ def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[li
     out = [_unit(job, pods, k < len(batches) - 1 or bool(young) or moving, queue, now)
            for k, pods in enumerate(batches)]
     return out, protected
+
+
+def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
+                useful: Callable[[Pod], bool] | None = None) -> int:
+    """``len(units_of(job, ...)[0])`` without making the units (nor sorting the pods where it can), less the last
+    one where none of its pods is ``useful`` (the units a search draws of a job: ``evictions._search``); for a job
+    with sub-groups, from the units themselves. A search that found nothing counts the units it has not drawn for
+    its explanation (``Search.count_rest``): it made every candidate's units to count them."""
+    alive = running(job)
+    if not alive:
+        return 0
+    if job.subgroups:
+        units = units_of(job, queue, now, min_runtime)[0]
+        return len(units) - (1 if units and useful is not None and not any(useful(p) for p in units[-1].pods) else 0)
+    n, least = len(alive), job.min_member
+    # ``gangs.eviction_batches`` of one pod set: ``elastic`` single pods (last in task order first), then the rest
+    elastic = 0 if n < least else n - max(least, 0)
+    batches = elastic + 1 if elastic < n else elastic
+    cut = (min_runtime > 0 and any(now - p.started < min_runtime for p in alive)) or \
+        any(p.status == PodStatus.PIPELINED for p in job.pods)
+    count = batches - 1 if cut else batches  # (a protected or moving job keeps its last batch)
+    if not count or useful is None:
+        return count
+    flags = [useful(p) for p in alive]
+    if all(flags) or not any(flags):
+        return count if flags[0] else count - 1
+    ordered = sorted(alive, key=gangs.task_key, reverse=True)
+    last = ordered[count - 1:count] if cut or elastic == n else ordered[elastic:]
+    return count if any(useful(p) for p in last) else count - 1
 
 
 def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
