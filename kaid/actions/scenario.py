@@ -21,6 +21,9 @@ from kaid.model.vocabulary import PodStatus
 from kaid.placement import gang
 
 WAITING = frozenset({PodStatus.PENDING, PodStatus.EVICTED})  # in a scenario, an evicted pod waits to be placed again
+# (module constants: an enum member read through its class is an attribute lookup through ``EnumType.__getattr__``)
+_PENDING, _EVICTED = PodStatus.PENDING, PodStatus.EVICTED
+_FLIP = bytes([1, 0]) + bytes(254)  # a translation of a mask of 0s and 1s to its complement
 
 
 @dataclass
@@ -108,7 +111,7 @@ def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
     for u in units:
         message = att.message(u)
         for p in u.pods:
-            if p.status != PodStatus.EVICTED:
+            if p.status != _EVICTED:
                 session.evict(p, att.action, att.job.key, message)
 
 
@@ -164,10 +167,10 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     moved = _restore(session, moved)
     for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole),
         cp = session.checkpoint()  # and only if the pending job's queues stay within their limits with it back
-        if not all(session.restore(p) for p in u.pods if p.status == PodStatus.EVICTED) or \
+        if not all(session.restore(p) for p in u.pods if p.status == _EVICTED) or \
                 above_limit(att.queue, att.request):
             session.rollback(cp)
-    return Outcome([u for u in units if any(p.status == PodStatus.EVICTED for p in u.pods)], moved, placed)
+    return Outcome([u for u in units if any(p.status == _EVICTED for p in u.pods)], moved, placed)
 
 
 def serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> ByQueue:
@@ -270,7 +273,7 @@ def pending_now(session: Session) -> Callable[[Job], bool]:
 
 
 def _has_pending(job: Job) -> bool:
-    return any(p.status == PodStatus.PENDING for p in job.pods)
+    return any(p.status == _PENDING for p in job.pods)
 
 
 def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
@@ -366,7 +369,7 @@ def _back(session: Session, att: Attempt, pod: Pod) -> bool:
     """An evicted victim pod back in its place, if that is free and the job's queues stay within their limits with
     it (as in ``_replace``)."""
     one = session.checkpoint()
-    if pod.status != PodStatus.EVICTED or not session.restore(pod):
+    if pod.status != _EVICTED or not session.restore(pod):
         return False
     if above_limit(att.queue, att.request):
         session.rollback(one)
@@ -380,13 +383,24 @@ def _away_from_rest(session: Session, att: Attempt) -> bytearray | None:
     cycle: a victim moved onto a node its next pods may use is the victim of their turn and restarts a second
     time for the same job (issue 15); elsewhere it stays evicted and waits like any evicted pod. None (anywhere):
     the job has no such pods, or consolidation moves the victims (there every one must land again)."""
-    batch = att.batch if att.tasks is None else att.tasks
-    rest = [p for p in att.job.pods if p.status == PodStatus.PENDING and p not in batch]
+    batch = {id(p) for p in (att.batch if att.tasks is None else att.tasks)}
+    rest = [p for p in att.job.pods if p.status == _PENDING and id(p) not in batch]
     if not rest or att.action == Action.CONSOLIDATE:
         return None
     index = session.index
     masks = [index.static_mask(p) for p in {p.sig: p for p in rest}.values()]
-    return bytearray(0 if any(m[i] for m in masks) else 1 for i in range(len(index.nodes)))
+    return _none_of(masks, len(index.nodes))
+
+
+def _none_of(masks: list[bytearray], size: int) -> bytearray:
+    """1 for each node that no mask sets (masks of 0s and 1s, ``size`` long), worked out at C speed."""
+    union = masks[0]
+    if len(masks) > 1:
+        bits = 0
+        for m in masks:
+            bits |= int.from_bytes(m, "big")
+        union = bytearray(bits.to_bytes(size, "big"))
+    return bytearray(union.translate(_FLIP))
 
 
 def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: bytearray | None = None,

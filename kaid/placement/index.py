@@ -229,8 +229,10 @@ class NodeIndex:
 
     # ----------------------------------------------------------------------------- choosing
     def fits_exactly(self, node: Node, pod: Pod, devices: Devices) -> bool:
-        """Whether the pod fits on exactly these devices of the node now."""
-        if resource_failure(node, pod) in ("TooManyPods", "InsufficientCPU", "InsufficientMemory"):
+        """Whether the pod fits on exactly these devices of the node now (its pod slot, cpu and memory: the first
+        checks of ``resource_failure``, whose GPU checks ask for any devices, not these)."""
+        if node.used_pods + 1 > node.alloc_pods or node.used_cpu + pod.cpu > node.alloc_cpu or \
+                node.used_mem + pod.mem > node.alloc_mem:
             return False
         if pod.gpu_whole:
             return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices)
