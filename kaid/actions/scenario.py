@@ -304,12 +304,20 @@ def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
 
 def skip_alike(order: ByQueue, job: Job, passed: Callable[[Job], bool]) -> None:
     """After ``job`` was popped and its turn changed nothing: hand out the jobs after it in its leaf whose turns
-    change nothing either (``passed``) and that ask what it asked, without the pops. A pop that changes nothing but
-    its leaf's head picks its leaf by that head's request alone (at every level of the tree: the key of each rule,
-    and the tie rules read the queues only), so each of those pops would pick the same leaf again."""
+    change nothing either (``passed``) and that ask no more than it asked of any resource, without the pops. A pop
+    that changes nothing but its leaf's head picks its leaf by that head's request alone (at every level of the tree:
+    the key of each rule, and the tie rules read the queues only), and each element of a key grows with the request
+    or reads none of it (``order._key``: within the deserved share with it, asking what the queue has no share of,
+    the dominant share with it), so a head that asks no more keys its leaf, and each queue above it, no later than
+    the popped job did, with the other queues' keys as they were: each of those pops would pick the same leaf
+    again."""
     asked = order.request(job)
+    a0, a1, a2 = asked
     line = order.leaves[job.queue]
-    while line and passed(line[0]) and order.request(line[0]) == asked:
+    while line and passed(line[0]):
+        r0, r1, r2 = order.request(line[0])
+        if r0 > a0 or r1 > a1 or r2 > a2:
+            return
         order.skip(job.queue)
 
 
