@@ -134,7 +134,8 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
         unit = search.unit(i)
         if unit is None:
             return None
-        if i in chosen or (unit.prev is not None and unit.prev not in chosen) or not budget_ok(search, {*chosen, i}):
+        if i in chosen or (unit.prev is not None and unit.prev not in chosen) or \
+                (search.budgets and not budget_ok(search, {*chosen, i})):  # (the set made only where a budget reads it)
             continue
         chosen.add(i)
         potential.append(i)
@@ -247,6 +248,22 @@ class GpuRoom:
             if n is not None and (self.mask is None or self.mask[n.index]):
                 self.base[n.index] = self.base.get(n.index, 0) + p.gpu_whole + p.frac_devices
         self.total = sum(self._pods(g) for g in self.base.values())
+        self.cells: dict[int, list[tuple[int, int]]] = {}  # id(unit) -> (node index, GPUs) its pods free (``of``)
+
+    def of(self, unit: Unit) -> list[tuple[int, int]]:
+        """The whole GPUs (a shared device's share counted whole) each pod of ``unit`` holds on a node the job may
+        use, by node index, in pod order: worked out once per unit and search (a unit is tallied once per partial job
+        and per simulation it is a victim in)."""
+        cells = self.cells.get(id(unit))
+        if cells is None:
+            cells = self.cells[id(unit)] = []
+            nodes, home, mask = self.nodes, self.home, self.mask
+            for p in unit.pods:
+                gpus = p.gpu_whole + p.frac_devices
+                n = nodes.get(home[id(p)])
+                if gpus and n is not None and (mask is None or mask[n.index]):
+                    cells.append((n.index, gpus))
+        return cells
 
     def _pods(self, gpus: int) -> int:
         return gpus // self.per_pod if self.per_pod else gpus
@@ -274,14 +291,12 @@ class Tally:
         if not self.need:
             return
         room = self.room
-        for p in unit.pods:
-            gpus = p.gpu_whole + p.frac_devices
-            n = room.nodes.get(room.home[id(p)])
-            if not gpus or n is None or (room.mask is not None and not room.mask[n.index]):
-                continue
-            before = room.base.get(n.index, 0) + self.freed.get(n.index, 0)
-            self.freed[n.index] = self.freed.get(n.index, 0) + gpus
-            self.total += room._pods(before + gpus) - room._pods(before)
+        base, freed, per_pod = room.base, self.freed, room.per_pod
+        for i, gpus in room.of(unit):
+            had = freed.get(i, 0)
+            before = base.get(i, 0) + had
+            freed[i] = had + gpus
+            self.total += (before + gpus) // per_pod - before // per_pod if per_pod else gpus
 
     def enough(self) -> bool:
         return self.total >= self.need
