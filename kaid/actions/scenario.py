@@ -144,6 +144,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     away: bytearray | None = None
     served: set[str] = set()  # the victims whose turn came
     to_place: dict[str, int] = {}  # consolidation: how many pods each victim's turn still places
+    room = _room_for_batch(session, att)
     try:
         for job in turns(order, [*victims.values(), att.job]):
             if job is att.job:
@@ -159,7 +160,10 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                     moved += _take_back(session, att, job, [], None, feasible, to_place[job.key])
                 else:
                     after = placed is not None
-                    moved += _take_back(session, att, job, units if after else [], away if after else None, feasible)
+                    back = _take_back(session, att, job, units if after else [], away if after else None, feasible)
+                    if back and not after and room is not None and not room():
+                        return None  # the job's turn, still to come, would find no room: ``_room_for_batch``
+                    moved += back
     finally:
         session.unlend(lent, groups)
     if placed is None:
@@ -171,6 +175,21 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                 above_limit(att.queue, att.request):
             session.rollback(cp)
     return Outcome([u for u in units if any(p.status == _EVICTED for p in u.pods)], moved, placed)
+
+
+def _room_for_batch(session: Session, att: Attempt) -> Callable[[], bool] | None:
+    """For a batch of pods of one shape with whole GPUs or none (``gang.alike``), more than one: whether the nodes
+    its pods may go to have room for all of them now (``NodeIndex.rooms``, the room of every node the pods'
+    signature may use: the nodes its placement may use are among them). Before the job's turn a scenario only
+    places pods (the victims taking their turns), so once the room is short the job's turn places nothing, and the
+    scenario nothing: it ends there, where the turns before the job's were taken and the job's placement tried. None
+    where the room does not decide (pods of several shapes, shared GPUs, or one pod, which ``gang.place`` places
+    without counting the room)."""
+    batch = att.batch
+    if len(batch) < 2 or not gang.alike(batch):
+        return None
+    pod, need, index = batch[0], len(batch), session.index
+    return lambda: index.rooms(pod).total >= need
 
 
 def serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> ByQueue:
