@@ -17,11 +17,12 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Bind, Decisions, Eviction, run_cycle
+from kaid.kube import livesnap
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.cache import Subscriber
 from kaid.kube.daemon import Daemon, Overlay
 from kaid.kube.livesnap import LiveSnapshots
-from kaid.kube.podgrouper import podgroups_to_create
+from kaid.kube.podgrouper import podgroup_for, podgroups_to_create
 from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Snapshot
@@ -214,6 +215,61 @@ def test_no_podgroup_for_a_pending_pod_being_deleted_or_a_reservation_pod() -> N
     _, made_live = live.snapshot(overlay, NOW)
     assert sorted(meta.object_key(pg) for pg in made_live) == made
     assert _live(live, overlay) == _cold(objects, overlay, cfg)
+
+
+def test_a_podgroup_made_from_memory_is_made_again_only_when_what_it_is_made_from_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod bound and running since reads the same to ``podgroup_for``: its PodGroup is the one made before (not
+    made again each snapshot until the API server's comes); a label of the pod, or a Namespace or owner event, makes
+    it again; the snapshot is the cold path's throughout."""
+    made_for: list[str] = []
+
+    def counted(pods: list[Obj], *args: Any) -> Obj | None:
+        made_for.append(meta.object_key(pods[0]))
+        return podgroup_for(pods, *args)
+
+    monkeypatch.setattr(livesnap, "podgroup_for", counted)
+    cfg = SchedulerConfig()
+    fake = FakeCache()
+    live = LiveSnapshots(fake, cfg)
+    sub = fake.subs[0]
+    overlay = Overlay()
+    cache = Cache()
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+    for o in (node("n1"), queue("default-queue"), queue("q1"), ns, pod("a", gpus=1), pod("b", gpus=1)):
+        cache.upsert(o)
+        sub.event(str(o["kind"]), False, o)
+    _, made = live.snapshot(overlay, NOW)
+    first = {meta.object_key(pg): pg for pg in made}
+    assert sorted(made_for) == ["default/a", "default/b"]
+    running = copy.deepcopy(cache.items["Pod"]["default/a"])
+    running["spec"]["nodeName"] = "n1"
+    running["status"]["phase"] = "Running"
+    running["metadata"]["resourceVersion"] = "7"
+    cache.upsert(running)
+    sub.event("Pod", False, running)
+    made_for.clear()
+    _, made = live.snapshot(overlay, NOW)
+    assert made_for == [] and all(pg is first[meta.object_key(pg)] for pg in made)  # not made again
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    moved = copy.deepcopy(running)
+    moved["metadata"]["labels"]["kai.scheduler/queue"] = "q1"
+    cache.upsert(moved)
+    sub.event("Pod", False, moved)
+    _, made = live.snapshot(overlay, NOW)
+    assert made_for == ["default/a"]
+    again = {meta.object_key(pg): pg for pg in made}
+    assert again["default/pg-pod-a"]["spec"]["queue"] == "q1" and again["default/pg-pod-b"] is first["default/pg-pod-b"]
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
+    labelled = {**ns, "metadata": {"name": "default", "labels": {"kai.scheduler/queue": "q1"}}}
+    cache.upsert(labelled)
+    sub.event("Namespace", False, labelled)
+    made_for.clear()
+    _, made = live.snapshot(overlay, NOW)
+    assert sorted(made_for) == ["default/a", "default/b"]
+    assert {meta.object_key(pg): pg["spec"]["queue"] for pg in made} == \
+        {"default/pg-pod-a": "q1", "default/pg-pod-b": "q1"}
+    assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
 
 
 def test_the_next_snapshot_waits_for_a_reader_of_the_last() -> None:
