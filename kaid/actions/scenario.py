@@ -108,10 +108,14 @@ def _tried(session: Session, att: Attempt, units: list[Unit], place: Callable[[]
 
 
 def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
+    """Evict the pods of ``units`` not evicted yet, each with its unit's message (worked out only for a unit with
+    such a pod: a partial job's simulations begin with its recorded victims, evicted already, ``by_node``)."""
     for u in units:
-        message = att.message(u)
+        message: str | None = None
         for p in u.pods:
             if p.status != _EVICTED:
+                if message is None:
+                    message = att.message(u)
                 session.evict(p, att.action, att.job.key, message)
 
 
