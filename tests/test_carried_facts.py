@@ -51,6 +51,7 @@ def check_roll(snap: Snapshot, carried: dict[int, Facts]) -> int:
     ``carried``."""
     roll = Roll.of(snap, carried)
     assert _plain(roll) == _plain(Roll.of(snap, None))
+    assert [j.key for j in roll.waiting(snap)] == _pending_keys(snap)
     taken = 0
     for job in snap.jobs.values():
         f = roll.facts[id(job)]
@@ -101,6 +102,19 @@ def check_roles(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_waiting(session, att, queue)
 
     monkeypatch.setattr(scenario, "waiting_in", waiting_in)
+    real_jobs = Roll.waiting
+
+    def roll_waiting(roll: Roll, snap: Snapshot) -> list[Job]:
+        jobs = real_jobs(roll, snap)  # (allocate's, as the actions begin: after ``ready_pipelined``)
+        assert [j.key for j in jobs] == _pending_keys(snap)
+        return jobs
+
+    monkeypatch.setattr(Roll, "waiting", roll_waiting)
+
+
+def _pending_keys(snap: Snapshot) -> list[str]:
+    """The keys of the jobs with a pending pod, in the snapshot's order (the plain reading of every job's pods)."""
+    return [j.key for j in snap.jobs.values() if any(p.status == PodStatus.PENDING for p in j.pods)]
 
 
 def run_carried(seed: int, steps: int) -> int:
@@ -208,13 +222,15 @@ def test_a_job_changed_before_the_actions_loses_its_carried_key() -> None:
     assert first.memory is not None
     snap = model.snapshot(5030.0)
     roll = Roll.of(snap, first.memory.carried)
-    keyed = [j for j in snap.jobs.values() if id(j) in roll.keys]
+    keyed = [j for j in snap.jobs.values() if id(j) in roll.keys and id(j) not in roll.pending]
     assert keyed
     job = keyed[0]
     for p in job.pods:
         p.status = PodStatus.PENDING
     roll.changed([job])
     assert id(job) not in roll.keys and id(job) in roll.pending and id(job) not in roll.running
+    # allocate's jobs (``Roll.waiting``) name it now, in its place in the snapshot's order
+    assert [j.key for j in roll.waiting(snap)] == _pending_keys(snap)
 
 
 @SETTINGS

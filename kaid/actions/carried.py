@@ -85,6 +85,7 @@ class Roll:
 
     facts: dict[int, Facts]
     pending: set[int] = field(default_factory=set)  # id(job) of the jobs with a pending pod
+    pending_jobs: list[Job] = field(default_factory=list)  # those jobs, as read (``changed`` does not touch it)
     running: set[int] = field(default_factory=set)  # ... with a pod running or bound, not on its way out
     pipelined: list[Job] = field(default_factory=list)  # the jobs with a pipelined pod
     waiters: list[Job] = field(default_factory=list)  # no errors, in a known leaf queue, enough pods for the gang
@@ -100,7 +101,7 @@ class Roll:
         known = {name for name, q in snap.queues.items() if not q.errors and not q.children}
         facts: dict[int, Facts] = {}
         roll = cls(facts)
-        pending, running, keys = roll.pending, roll.running, roll.keys
+        pending, running, keys, pending_jobs = roll.pending, roll.running, roll.keys, roll.pending_jobs
         carried = carried or {}
         for job in snap.jobs.values():
             jid = id(job)
@@ -110,6 +111,7 @@ class Roll:
             facts[jid] = f
             if f.pending:
                 pending.add(jid)
+                pending_jobs.append(job)
             if f.running:
                 running.add(jid)
             if f.pipelined:
@@ -124,6 +126,15 @@ class Roll:
                 if job.preemptible:
                     roll.victims.append(job)
         return roll
+
+    def waiting(self, snap: Snapshot) -> list[Job]:
+        """The jobs with a pending pod as the actions begin (``pending`` now), in the snapshot's order of jobs: those
+        read so as the cycle began, unless ``changed`` read some again (then from a pass over the snapshot's jobs,
+        ``snap`` being the roll's). Allocate's order is made of these (a job with no pending pod does not wait)."""
+        if not self.moved:
+            return self.pending_jobs
+        pending = self.pending
+        return [job for job in snap.jobs.values() if id(job) in pending]
 
     def changed(self, jobs: list[Job]) -> None:
         """``jobs`` were changed before the actions began (``cycle.ready_pipelined``): read them again (their facts
