@@ -6,6 +6,7 @@ the job has), and the decisions are those of a cycle on a cold build of the same
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -15,7 +16,7 @@ from kaid.actions import scenario
 from kaid.actions.carried import Facts, Roll, read
 from kaid.actions.evictions import Roles
 from kaid.actions.memory import SearchMemory
-from kaid.actions.order import job_key
+from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.session import Session
 from kaid.actions.stale import stale_gangs
 from kaid.api.config import Action, SchedulerConfig
@@ -107,9 +108,19 @@ def check_roles(monkeypatch: pytest.MonkeyPatch) -> None:
     def roll_waiting(roll: Roll, snap: Snapshot) -> list[Job]:
         jobs = real_jobs(roll, snap)  # (allocate's, as the actions begin: after ``ready_pipelined``)
         assert [j.key for j in jobs] == _pending_keys(snap)
+        # the job keys allocate's order takes from the roll are those of the jobs as they stand
+        assert all(key == job_key(j) for j in snap.jobs.values() if (key := roll.keys.get(id(j))) is not None)
         return jobs
 
     monkeypatch.setattr(Roll, "waiting", roll_waiting)
+    real_push_all = ByQueue.push_all
+
+    def push_all(order: ByQueue, jobs: Iterable[Job], keys: Mapping[int, JobKey] | None = None) -> None:
+        jobs = list(jobs)  # every job key an order is handed (allocate's from the roll) is the job's as it stands
+        assert keys is None or all(keys.get(id(j), k) == k for j in jobs if (k := job_key(j)))
+        real_push_all(order, jobs, keys)
+
+    monkeypatch.setattr(ByQueue, "push_all", push_all)
 
 
 def _pending_keys(snap: Snapshot) -> list[str]:

@@ -26,10 +26,13 @@ def allocate(session: Session) -> None:
     pipelined onto what releasing pods hold, or left with the reasons it waits (``session.reasons``)."""
     nexts = NextBatches(session.small_ref)
     order = ByQueue(session.snap.queues, session.total, nexts.request, held_by)
-    # (the jobs with a pending pod, from the roll where the cycle has one: a job with none is not ``_waiting``)
+    # (the jobs with a pending pod, from the roll where the cycle has one: a job with none is not ``_waiting``; and
+    # the job keys it holds, those of the jobs as they stand: nothing was changed since but what ``changed`` read)
     roll = session.roll
-    jobs = session.snap.jobs.values() if roll is None else roll.waiting(session.snap)
-    order.push_all(j for j in jobs if _waiting(session, j))
+    if roll is None:
+        order.push_all(j for j in session.snap.jobs.values() if _waiting(session, j))
+    else:
+        order.push_all((j for j in roll.waiting(session.snap) if _waiting(session, j)), roll.keys)
     failed: Failures = {}
     limits = PathLimits()
     full_checked = False
