@@ -58,6 +58,7 @@ log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
 UNWRITTEN_KEPT = 10_000  # binds, and outcome events, of cycles that found the status writer busy
+SEEN_WAIT = 1.0  # seconds at most that a cycle's writes after its binds wait for the watch to show those binds
 
 
 @dataclass
@@ -224,9 +225,9 @@ class Daemon:
         if not self._start(sync_timeout):
             self.shutdown()
             return 1
-        log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began)",
+        log.info("kaid %s started as %s, scheduling pods of %s (%.2f s after the process began, %.2f s of CPU)",
                  "leader election on" if self.elector else "alone", self.identity, self.cfg.schedulerName,
-                 process_age())
+                 process_age(), time.process_time())
         solver_loading = False
         while not self.stopping.is_set():
             self.heartbeat = time.monotonic()
@@ -323,6 +324,7 @@ class Daemon:
         Fair shares, reasons and gangs seen on part of the pods would be wrong, so status, PodGroups and the
         other actions wait for the next cycle, on the whole cache."""
         started = time.monotonic()
+        c0 = time.thread_time()
         self.last_cycle = started
         objs = view.objects
         if self.cfg.createPodGroups:
@@ -334,6 +336,8 @@ class Daemon:
         decisions = run_cycle(snap, self.cfg.model_copy(update={"actions": (Action.ALLOCATE,)}), on_bind=stream)
         self.cache.release_pods()  # the rest of the pod list comes in while these binds go out
         t2 = time.monotonic()
+        log.debug("early cycle: snapshot %.0f ms, decided in %.0f ms (%.0f ms CPU in all)", (t1 - started) * 1000,
+                  (t2 - t1) * 1000, (time.thread_time() - c0) * 1000)
         binding = Decisions(binds=decisions.binds if self.leading() else [b for b, _ in stream.sent])
         self._read_lists_while(stream.sent)
         applied = self.actuator.apply(binding, stream.sent)
@@ -360,7 +364,10 @@ class Daemon:
         futures = [f for _, f in sent]
         while not self.stopping.is_set() and not all(f.done() for f in futures):
             if self.cache.wait_synced(0.05):
+                t0, c0 = time.monotonic(), time.thread_time()
                 self.live.catch_up()
+                log.debug("the lists read into the live model in %.0f ms (%.0f ms CPU), the early binds out",
+                          (time.monotonic() - t0) * 1000, (time.thread_time() - c0) * 1000)
                 return
 
     def cycle(self) -> Decisions:
@@ -389,6 +396,7 @@ class Daemon:
         t1 = time.monotonic()
         log.debug("cycle %d: snapshot of %d pods in %.0f ms (%.0f ms CPU)", self.cycles + 1, len(snap.pods),
                   (t1 - t0) * 1000, (time.thread_time() - c0) * 1000)
+        c1 = time.thread_time()
 
         creating: list[Future[list[Obj]]] = []
 
@@ -401,11 +409,16 @@ class Daemon:
         self.search_memory = decisions.memory or SearchMemory()
         stream.first_out()
         t2 = time.monotonic()
+        log.debug("cycle %d: decided in %.0f ms (%.0f ms CPU)", self.cycles + 1, (t2 - t1) * 1000,
+                  (time.thread_time() - c1) * 1000)
         if not self.leading():  # the lease may have gone while deciding: act on nothing more
             log.warning("lost the lease during a cycle; its remaining decisions are dropped")
             decisions = Decisions(binds=[b for b, _ in stream.sent])
         applied = self.actuator.apply(decisions, stream.sent)
-        if fresh:  # the engine used them from memory; created in the background once the binds are answered, so that
+        t_seen = time.monotonic()
+        self._until_seen(applied.bound, SEEN_WAIT)
+        t_seen = time.monotonic() - t_seen
+        if fresh:  # the engine used them from memory; created in the background once the binds are seen, so that
             # the API server serves the binds first (bench_kube's backlog: 2,141 creates beside 4,000 binds)
             creating.append(self.background.submit(create_podgroups, self.writer, fresh, self.status.pool))
         for out in settled:  # shared-GPU jobs sent in earlier cycles, finished since
@@ -440,8 +453,8 @@ class Daemon:
         if self.early_observed is not None:
             self._observe(*self.early_observed, queues=False)
             self.early_observed = None
-        self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2,
-                                                 "status": t4 - t3}, t4 - started)
+        self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2 - t_seen,
+                                                 "seen": t_seen, "status": t4 - t3}, t4 - started)
         self.cycles += 1
         if decisions.binds or decisions.evictions:
             log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,
@@ -450,6 +463,28 @@ class Daemon:
         if applied.failed:  # their pods stay pending: the next cycles place them again
             log.warning("cycle %d: %s", self.cycles, applied.failures())
         return decisions
+
+    def _until_seen(self, bound: list[Bind], limit: float) -> None:
+        """Until the watch shows the pods just bound on their nodes (or gone), ``limit`` seconds at most: what a cycle
+        writes after its binds (the PodGroups it made from memory, status, events; then the solver's import and the
+        next cycle's reads) would compete with the API server's delivery of those binds to their kubelets, which
+        see them through the same watch (bench_kube's backlog: 2,141 PodGroup creates and as many status writes
+        beside the last of 3,548 binds)."""
+        pods = self.cache.pods
+        if pods is None or not bound:
+            return
+        deadline = time.monotonic() + limit
+        waiting = bound
+        while not self.stopping.is_set():
+            with pods.lock:
+                items = pods.items
+                waiting = [b for b in waiting if not _seen_bound(items.get(b.pod))]
+            if not waiting or time.monotonic() >= deadline:
+                break
+            self.stopping.wait(0.01)
+        if waiting:
+            log.debug("the watch has not shown %d of %d binds after %.1f s; writing on", len(waiting), len(bound),
+                      limit)
 
     def _leave_unwritten(self, snap: Snapshot, applied: ApplyResult, earlier: list[Bind]) -> None:
         """A cycle that found the status writer busy: its binds and outcome events wait for the next write (at most
@@ -613,6 +648,11 @@ class Daemon:
             m.allocated.labels(row.name).set(row.allocated_final["gpu"])
             m.requested.labels(row.name).set(row.requested["gpu"])
             m.depth.labels(row.name).set(depth.get(row.name, 0))
+
+
+def _seen_bound(pod: Obj | None) -> bool:
+    """The watch shows this pod bound (or gone)."""
+    return pod is None or bool((pod.get("spec") or {}).get("nodeName"))
 
 
 class _BindStream:
