@@ -50,7 +50,6 @@ import json
 import math
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -62,7 +61,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.common import fmt as _fmt
-from benchmarks.common import machine_info, output_args, profile, profile_args, write_report
+from benchmarks.common import machine_info, output_args, proc_memory_mb, profile, profile_args, write_report
 from benchmarks.common import ratio as _ratio
 from benchmarks.common import timing as _timing
 from kaid import cycle
@@ -428,7 +427,7 @@ def _rss_now() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def _rss_here(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]:
+def _rss_here(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float | None]:
     import kaid.kube.daemon  # noqa: F401  (what the daemon imports besides the engine)
 
     gc.collect()
@@ -438,8 +437,8 @@ def _rss_here(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float]
     held = _rss_now()
     cfg = config_for("cpsat")
     run_cycle(build_snapshot(objects, cfg, EPOCH + 3600.0), cfg)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1000  # kB on Linux
-    return {"imports_mb": round(imports, 1), "objects_mb": round(held - imports, 1), "peak_mb": round(peak, 1)}
+    peak, _ = proc_memory_mb(os.getpid())
+    return {"imports_mb": round(imports, 1), "objects_mb": round(held - imports, 1), "peak_mb": peak}
 
 
 def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, Any]:

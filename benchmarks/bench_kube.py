@@ -46,7 +46,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.common import fmt, machine_info, median, output_args, profile_text, progress, write_report
+from benchmarks.common import (
+    fmt,
+    machine_info,
+    median,
+    output_args,
+    proc_memory_mb,
+    profile_text,
+    progress,
+    write_report,
+)
 from benchmarks.common import ratio as _ratio
 from benchmarks.kube_cluster import (
     CONTROL_PLANE,
@@ -88,7 +97,6 @@ from benchmarks.kube_cluster import (
     podgroup_objects,
     prepare_cluster,
     proc_cpu_seconds,
-    proc_memory_mb,
     raw_placement,
     scrape_apiserver,
     scrape_kube_scheduler,

@@ -73,6 +73,25 @@ def median(values: Sequence[float | None]) -> float | None:
     return round(statistics.median(present), 3) if present else None
 
 
+def proc_memory_mb(pid: int | None) -> tuple[float | None, float | None]:
+    """(peak RSS, RSS) of a live process in MB (10^6 bytes), from /proc (VmHWM, VmRSS); None where unknown. For a
+    process's own peak, not ``getrusage``'s ``ru_maxrss``: Linux carries a parent's peak into a child it starts (kept
+    across the exec), so a small probe started by a large benchmark would read the benchmark's peak."""
+    if pid is None:
+        return None, None
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":" in line)
+    except OSError:
+        return None, None
+
+    def mb(key: str) -> float | None:
+        parts = fields.get(key, "").split()
+        return round(int(parts[0]) * 1024 / 1e6, 1) if parts else None
+
+    return mb("VmHWM"), mb("VmRSS")
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 

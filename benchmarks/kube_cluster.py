@@ -11,7 +11,6 @@ import json
 import os
 import random
 import re
-import resource
 import signal
 import socket
 import ssl
@@ -31,6 +30,7 @@ import urllib3
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.common import proc_memory_mb
 from kaid.api import constants as c
 from kaid.cycle import Bind
 from kaid.kube.actuator import Actuator, bind_workers
@@ -365,23 +365,6 @@ def proc_cpu_seconds(pid: int | None) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return None
-
-
-def proc_memory_mb(pid: int | None) -> tuple[float | None, float | None]:
-    """(peak RSS, RSS) of a live process in MB (10^6 bytes), from /proc (VmHWM, VmRSS); None where unknown."""
-    if pid is None:
-        return None, None
-    try:
-        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if ":" in line)
-    except OSError:
-        return None, None
-
-    def mb(key: str) -> float | None:
-        parts = fields.get(key, "").split()
-        return round(int(parts[0]) * 1024 / 1e6, 1) if parts else None
-
-    return mb("VmHWM"), mb("VmRSS")
 
 
 # what the API server did in a run, from its /metrics (counters, whoever asked): requests by verb and resource, watch
@@ -775,13 +758,12 @@ def raw_bind_main(spec_path: str) -> None:
     if cache is not None:  # the watch events of the bound pods (kwok's status updates) still coming
         time.sleep(WATCH_TAIL_S)
         cache.close()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
     Path(spec["result"]).write_text(json.dumps({
         "workers": workers, "sent": len(binds), "bound": len(applied.bound), "failed": len(applied.failed),
         "watches": sorted(watches), "watch_events": dict(sorted(seen.items())),
         "first_failure": applied.failed[0][1] if applied.failed else None,
         "send_s": round(time.monotonic() - began, 3), "bind_cpu_s": round(cpu, 3),
-        "peak_rss_mb": round(usage.ru_maxrss * 1024 / 1e6, 1)}))
+        "peak_rss_mb": proc_memory_mb(os.getpid())[0]}))
 
 
 if __name__ == "__main__":  # RawBinder's child: python -m benchmarks.kube_cluster SPEC.json

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import pathlib
+import subprocess
 import sys
 from typing import Any
 
@@ -138,3 +139,15 @@ def test_steady_only_writes_its_report_and_restores_the_gc(tmp_path: Any) -> Non
     assert "commit" in data["machine"]
     assert gc.get_threshold() == thresholds
     assert frozen or gc.get_freeze_count() == 0
+
+
+def test_a_probe_started_by_a_large_process_reads_its_own_peak() -> None:
+    """The resident-memory probes run in a fresh interpreter that the benchmark starts: its peak must be its own.
+    ``getrusage``'s ``ru_maxrss`` there reads the benchmark's (Linux keeps the parent's peak across the exec)."""
+    ballast = bytearray(300_000_000)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    code = "import os; from benchmarks.common import proc_memory_mb; print(proc_memory_mb(os.getpid())[0])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert len(ballast) == 300_000_000
+    assert float(done.stdout.strip()) < 150
