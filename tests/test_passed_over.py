@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kaid.actions import evictions
 from kaid.actions.order import ByQueue
 from kaid.actions.scenario import skip_alike
-from kaid.model.objects import Job
+from kaid.model.objects import Job, Queue
 from kaid.model.queues import charge
 from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
@@ -54,20 +54,34 @@ def test_passing_over_hands_out_what_every_pop_does(case: OrderCase, data: st.Da
     amounts = data.draw(st.lists(st.sampled_from([0, 1000, 4000]), min_size=len(jobs), max_size=len(jobs)))
     skipped = [0]
 
-    def served(pass_over: Callable[[ByQueue, Job, Callable[[Job], bool]], None]) -> list[str]:
-        tree = copy.deepcopy(queues)
-        order = ByQueue(tree, (16000, 64000, 64000), lambda j: vec[j.key], lambda j: vec[j.key])
-        order.push_all(jobs)
-        out: list[str] = []
-        while (job := order.pop()) is not None:
-            if id(job) in passed:
-                before = len(order.leaves[job.queue])
-                pass_over(order, job, lambda j: id(j) in passed)
-                skipped[0] += before - len(order.leaves[job.queue])
-                continue
-            charge(tree[job.queue], (amounts[len(out)], 0, 0), False)
-            out.append(job.key)
-        return out
+    def served(pass_over: PassOver) -> list[str]:
+        return served_in_order(queues, jobs, vec, passed, lambda n: (amounts[n], 0, 0), pass_over, skipped)
 
     assert served(skip_alike) == served(lambda order, job, passed: None)
     event(f"pops skipped: {'some' if skipped[0] else 'none'}")
+
+
+PassOver = Callable[[ByQueue, Job, Callable[[Job], bool]], None]
+
+
+Vec3 = tuple[int, int, int]
+
+
+def served_in_order(queues: dict[str, Queue], jobs: list[Job], vec: dict[str, Vec3], passed: set[int],
+                    charged: Callable[[int], Vec3], pass_over: PassOver, skipped: list[int]) -> list[str]:
+    """An eviction action's loop over the order of ``jobs`` (asking ``vec``): the jobs in ``passed`` (by id) passed
+    over, the ones after them handed out by ``pass_over`` (counted in ``skipped[0]``), the others served, the n-th
+    charging its queue ``charged(n)``; the keys of the jobs served, in order."""
+    tree = copy.deepcopy(queues)
+    order = ByQueue(tree, (16000, 64000, 64000), lambda j: vec[j.key], lambda j: vec[j.key])
+    order.push_all(jobs)
+    out: list[str] = []
+    while (job := order.pop()) is not None:
+        if id(job) in passed:
+            before = len(order.leaves[job.queue])
+            pass_over(order, job, lambda j: id(j) in passed)
+            skipped[0] += before - len(order.leaves[job.queue])
+            continue
+        charge(tree[job.queue], charged(len(out)), False)
+        out.append(job.key)
+    return out

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from kaid.actions.order import ByQueue
 from kaid.actions.scenario import skip_alike
 from kaid.model.objects import Job, Queue
-from kaid.model.queues import charge
 from tests.test_order import Case as OrderCase
 from tests.test_order import scenarios as order_scenarios
+from tests.test_passed_over import PassOver, served_in_order
 
 TOTAL = (16000, 64000, 64000)
 
@@ -44,20 +44,9 @@ def test_heads_that_ask_no_more_are_handed_out_as_every_pop_would(case: OrderCas
     amounts = data.draw(st.lists(st.sampled_from([0, 1000, 4000]), min_size=len(jobs), max_size=len(jobs)))
     skipped = [0]
 
-    def served(pass_over: Callable[[ByQueue, Job, Callable[[Job], bool]], None]) -> list[str]:
-        tree = copy.deepcopy(queues)
-        order = ByQueue(tree, TOTAL, lambda j: vec[j.key], lambda j: vec[j.key])
-        order.push_all(jobs)
-        out: list[str] = []
-        while (job := order.pop()) is not None:
-            if id(job) in passed:
-                before = len(order.leaves[job.queue])
-                pass_over(order, job, lambda j: id(j) in passed)
-                skipped[0] += before - len(order.leaves[job.queue])
-                continue
-            charge(tree[job.queue], (amounts[len(out)], amounts[len(out)] * 4, 0), False)
-            out.append(job.key)
-        return out
+    def served(pass_over: PassOver) -> list[str]:
+        return served_in_order(queues, jobs, vec, passed, lambda n: (amounts[n], amounts[n] * 4, 0), pass_over,
+                               skipped)
 
     assert served(skip_alike) == served(lambda order, job, passed: None)
     event(f"pops skipped: {'some' if skipped[0] else 'none'}")
