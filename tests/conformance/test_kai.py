@@ -1,7 +1,8 @@
 """KAI-Scheduler's own scheduler tests, run against kai the way KAI's harness runs them.
 
 The scenario files and the fair-share cases are in ``kai/`` beside this file (``kai/FORMAT.md`` says what
-they hold); ``KAI_CONFORMANCE_DIR`` (directories separated by ``:``) adds more files of the same format.
+they hold), and in ``kai-more/`` the project's own restatement of more of KAI's tests in the same format
+(its README says how they were made); ``KAI_CONFORMANCE_DIR`` (directories separated by ``:``) adds more.
 A test that fails and is listed in ``docs/compatibility-deviations.yaml`` is reported as a deviation
 (xfail); a listed test that passes fails, so that the list stays true.
 """
@@ -21,19 +22,20 @@ from tests.conformance.scenario import Scenario, load_scenario
 from tests.conformance.verdict import describe, verdict
 
 HERE = Path(__file__).resolve().parent
+SHARED, MORE = HERE / "kai", HERE / "kai-more"
 DEVIATIONS = load_deviations()
 
 
 def _dirs() -> list[Path]:
     extra = [Path(p) for p in os.environ.get("KAI_CONFORMANCE_DIR", "").split(":") if p]
-    return [HERE / "kai", *extra]
+    return [SHARED, MORE, *extra]
 
 
 def _scenarios() -> list[Any]:
     out = []
     for d in _dirs():
         for path in sorted(d.glob("*-[0-9][0-9].yaml")):
-            out.append(pytest.param(path, id=path.stem if d == HERE / "kai" else f"{d.name}/{path.stem}"))
+            out.append(pytest.param(path, id=path.stem if d == SHARED else f"{d.name}/{path.stem}"))
     return out
 
 
@@ -42,7 +44,8 @@ def _cases() -> list[Any]:
     for d in _dirs():
         path = d / "fairshare.yaml"
         if path.exists():
-            out += [pytest.param(c, id=f"{c.source_line}") for c in load_cases(path)]
+            prefix = "" if d == SHARED else f"{d.name}/"
+            out += [pytest.param(c, id=f"{prefix}{c.source_line}") for c in load_cases(path)]
     return out
 
 
@@ -77,5 +80,16 @@ def test_kai_fairshare(case: DivisionCase) -> None:
 
 def test_every_scenario_file_is_read() -> None:
     """The shared half is all here: 56 scenario files and 35 division cases."""
-    assert len(list((HERE / "kai").glob("*-[0-9][0-9].yaml"))) == 56
-    assert len(load_cases(HERE / "kai" / "fairshare.yaml")) == 35
+    assert len(list(SHARED.glob("*-[0-9][0-9].yaml"))) == 56
+    assert len(load_cases(SHARED / "fairshare.yaml")) == 35
+
+
+def test_more_restates_no_shared_test() -> None:
+    """kai-more/ adds KAI tests: none of them is one the shared half already holds."""
+    def keys(d: Path) -> set[tuple[str, int]]:
+        found = {(s.source, s.source_line) for s in map(load_scenario, d.glob("*-[0-9][0-9].yaml"))}
+        if (d / "fairshare.yaml").exists():
+            found |= {(c.source, c.source_line) for c in load_cases(d / "fairshare.yaml")}
+        return found
+
+    assert not keys(SHARED) & keys(MORE)
