@@ -9,6 +9,7 @@ A test that fails and is listed in ``docs/compatibility-deviations.yaml`` is rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,34 @@ def test_kai_scenario(path: Path) -> None:
 @pytest.mark.parametrize("case", _cases())
 def test_kai_fairshare(case: DivisionCase) -> None:
     _conclude("fairshare", case.id, case.source, case.source_line, run_case(case), case.name)
+
+
+# KAI reads a test's nodes, queues and jobs into maps, and every tie between them is broken by a field the files
+# hold (creation times, names), so its outcome cannot depend on the order the file lists them in. kai's may not
+# either: each scenario runs again with the three lists reversed. A scenario listed here fails reversed (strict
+# xfail: take it off once it passes), with what differs.
+ORDER_DEPENDENT: dict[tuple[str, int], str] = {
+    ("pkg/scheduler/actions/integration_tests/consolidation_and_reclaim/consolidation_and_reclaim_test.go", 24):
+        "kai puts a moved whole-GPU pod back only onto its old device indices, which follow the file's order; "
+        "KAI unevicts a pod pipelined back onto its own node (statement.go) and may then reclaim pipelined pods",
+}
+
+
+@pytest.mark.parametrize("path", _scenarios())
+def test_kai_scenario_in_reverse_file_order(path: Path) -> None:
+    sc = load_scenario(path)
+    listed = DEVIATIONS.get((sc.source, sc.source_line))
+    if listed is not None:
+        pytest.skip(f"listed as {listed.kind} '{listed.rule}' in file order already")
+    reversed_sc = dataclasses.replace(sc, nodes=sc.nodes[::-1], queues=sc.queues[::-1], jobs=sc.jobs[::-1])
+    known = ORDER_DEPENDENT.get((sc.source, sc.source_line))
+    problems = [str(m) for m in verdict(reversed_sc)]
+    if known is not None:
+        if problems:
+            pytest.xfail(f"order-dependent: {known}")
+        pytest.fail(f"{sc.id} passes in reverse order: take it off ORDER_DEPENDENT")
+    assert not problems, "\n".join(problems) + f"\n{sc.name} (nodes, queues and jobs in reverse order)\n" + describe(
+        reversed_sc)
 
 
 def test_every_scenario_file_is_read() -> None:
