@@ -21,7 +21,7 @@ from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, count_units, link, part_of, units_of
 from kaid.api.config import Action
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
-from kaid.model.vocabulary import PodStatus, ReasonCode
+from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.predicates import room_for
 
@@ -285,9 +285,6 @@ def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, M
     return (recall.before.misses.get(action, {}) if same else {}), recall.after.misses.setdefault(action, {}), same
 
 
-LIVE = (PodStatus.RUNNING, PodStatus.BOUND)
-
-
 @dataclass
 class Roles:
     """The jobs that wait (a pending pod) and those that may be anyone's victims (a pod running) as an eviction
@@ -365,7 +362,7 @@ class Roles:
         pods = session.snap.pods
         waits = PodStatus.PENDING
         pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
-        running = {id(p.job) for p in pods if p.status in LIVE and not p.releasing}
+        running = {id(p.job) for p in pods if p.status in EVICTABLE and not p.releasing}
         # (the sets name jobs that neither wait nor are victims too: ``waiting`` and ``pool`` read them for their own)
         # the known leaf queues without errors (a job in a queue the snapshot does not have, or an invalid one,
         # neither waits nor is anyone's victim: kai cannot tell its queue's share)
@@ -444,7 +441,7 @@ def known_keys(session: Session) -> dict[int, JobKey]:
 
 
 def _has_running(job: Job) -> bool:
-    return any(p.status in LIVE and not p.releasing for p in job.pods)
+    return any(p.status in EVICTABLE and not p.releasing for p in job.pods)
 
 
 def _has_pending(job: Job) -> bool:

@@ -363,14 +363,17 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
     ``units`` (given once the job is placed, in reclaim and preempt) that can go back do so first, so that a gang
     moved because it lost a pod where the job lands keeps its other pods in their places (placed as one batch, a
     gang mate could take such a place and move the pod that held it; issue 15); if the rest cannot be placed,
-    none goes back here."""
+    none goes back here. A job whose evicted pods include one allocate placed in this cycle is not moved: they wait
+    for the next cycle's allocate (they never ran, and moving them would undo allocate's placement in its own cycle;
+    a gang moved so could be moved again for the same beneficiary a cycle later, as tests/test_eviction_properties'
+    test_no_oscillation found)."""
     cp = session.checkpoint()
     for p in (p for u in units if u.job is job for p in u.pods):
         _back(session, att, p)
     batch = gangs.tasks_to_allocate(job, WAITING)
     if turn is not None:
         batch = batch[:turn]
-    if not batch:
+    if not batch or any(p.status == _EVICTED and session.placed_this_cycle(p) for p in batch):
         return []
     back = _place(session, att, job, batch, region, feasible)
     if back is None:

@@ -203,6 +203,11 @@ class Session:
         self.ops.append(op)
         self._evicts.setdefault(id(pod), []).append(op)
 
+    def placed_this_cycle(self, pod: Pod) -> bool:
+        """Whether the pod's latest eviction took it from a place allocate gave it in this cycle."""
+        stack = self._evicts.get(id(pod))
+        return stack is not None and bool(stack) and stack[-1].prev_status == _ALLOCATED
+
     def restore(self, pod: Pod) -> bool:
         """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim."""
         stack = self._evicts.get(id(pod))  # its latest eviction (was a scan of every operation: quadratic)
@@ -239,16 +244,25 @@ class Session:
         return True
 
     def _standing(self, kinds: tuple[OpKind, ...], since: int = 0) -> list[Op]:
-        """The operations of these kinds (from checkpoint ``since`` on) that a later restore of their pod did not
-        undo."""
-        last: dict[int, Op] = {}
+        """The operations of these kinds (from checkpoint ``since`` on) that stand: each pod's last one, unless a
+        later restore of the pod undid it. A restore undoes the pod's latest eviction and what came after it (a move's
+        pipeline); what came before stands: a pod allocate placed, then evicted and put back, keeps its bind."""
+        done: dict[int, list[Op]] = {}  # id(pod) -> its operations that stand, in order
         ops = self.ops[since:] if since else self.ops
+        restore, evict = OpKind.RESTORE, OpKind.EVICT
         for op in ops:
-            if op.kind in kinds:
-                last[id(op.pod)] = op
-            elif op.kind == OpKind.RESTORE:
-                last.pop(id(op.pod), None)
-        return [op for op in ops if last.get(id(op.pod)) is op]
+            mine = done.setdefault(id(op.pod), [])
+            if op.kind == restore:
+                while mine and mine.pop().kind != evict:
+                    pass
+            else:
+                mine.append(op)
+        last: set[int] = set()  # id(op) of each pod's last standing operation of these kinds
+        for mine in done.values():
+            found = next((op for op in reversed(mine) if op.kind in kinds), None)
+            if found is not None:
+                last.add(id(found))
+        return [op for op in ops if id(op) in last]
 
     def evictions(self, since: int = 0) -> list[Op]:
         """The evictions that stand (from checkpoint ``since`` on): not those of pods put back in place."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kaid.actions import gangs
 from kaid.model.objects import Budget, Job, Node, Pod, Queue
-from kaid.model.vocabulary import PodStatus
+from kaid.model.vocabulary import EVICTABLE, PodStatus
 from kaid.placement.index import Devices
 
 Placements = list[tuple[Pod, Node, Devices]]
@@ -129,7 +129,8 @@ def cost(units: list[Unit]) -> Cost:
 
 
 def running(job: Job) -> list[Pod]:
-    return [p for p in job.pods if p.status in (PodStatus.RUNNING, PodStatus.BOUND) and not p.releasing]
+    """The job's pods an eviction can take (``EVICTABLE``): on a node, or placed by allocate earlier in this cycle."""
+    return [p for p in job.pods if p.status in EVICTABLE and not p.releasing]
 
 
 def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[list[Unit], int]:
@@ -184,9 +185,14 @@ def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) ->
     u.gpu = sum(_gpus(p) for p in pods)
     u.cpu = sum(p.cpu for p in pods)
     u.mem = sum(p.mem for p in pods)
-    u.lost = sum(_gpus(p) * max(0.0, now - p.started) for p in pods) / 1000
+    u.lost = sum(_gpus(p) * _running_for(p, now) for p in pods) / 1000
     u.at = now
     return u
+
+
+def _running_for(p: Pod, now: float) -> float:
+    """Seconds of progress the pod has made: none for one allocate placed in this cycle (it has not started)."""
+    return 0.0 if p.status == PodStatus.ALLOCATED else max(0.0, now - p.started)
 
 
 def _gpus(p: Pod) -> int:

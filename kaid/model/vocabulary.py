@@ -35,7 +35,12 @@ HOLDS_RESOURCES: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND, PodStatu
 """Holds, or is about to hold, resources on its node (or did, on a node gone since): what a queue's allocation counts
 (``Pod.active``)."""
 BOUND_OR_RUNNING: Final = frozenset({PodStatus.RUNNING, PodStatus.BOUND})
-"""On a node and staying there: what an eviction can take (unless it is releasing already)."""
+"""On a node and staying there."""
+EVICTABLE: Final = BOUND_OR_RUNNING | {PodStatus.ALLOCATED}
+"""What an eviction can take (unless it is releasing already): a pod on a node, or one allocate placed earlier in this
+cycle (KAI evicts any active allocated task, Allocated and Binding ones too: ``pod_status.go``'s
+``activeAllocatedStatuses``, ``podgroup_info/eviction_info.go``); such a pod, once evicted, is not moved in that cycle
+(``scenario._take_back``). A pipelined pod is not taken: it is being moved or waits for its victims to go."""
 PLACED_THIS_CYCLE: Final = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 """Given a node by this cycle."""
 

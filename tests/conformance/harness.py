@@ -59,8 +59,13 @@ def _task_name(pod_key: str) -> str:
 
 def raw_state(before: dict[str, TaskStatus], decisions: Decisions) -> dict[str, TaskStatus]:
     """Each task's status at the end of the session: Binding (bound now), Pipelined, Releasing (evicted
-    now), or what it was."""
+    now), or what it was. In the order a cycle's operations on one pod can come: bound by allocate, then evicted
+    by a later action (Releasing: KAI evicts tasks it allocated in the same session), then placed again (a moved
+    pod: Pipelined)."""
     raw = dict(before)
+    for b in decisions.binds:
+        name = _task_name(b.pod)
+        raw[name] = TaskStatus(TaskState.BINDING, b.node, b.devices, b.gpu_group or raw[name].gpu_group, T0)
     for e in decisions.evictions:
         name = _task_name(e.pod)
         raw[name] = TaskStatus(TaskState.RELEASING, raw[name].node, raw[name].devices, raw[name].gpu_group,
@@ -68,9 +73,6 @@ def raw_state(before: dict[str, TaskStatus], decisions: Decisions) -> dict[str, 
     for p in decisions.pipelined:
         name = _task_name(p.pod)
         raw[name] = TaskStatus(TaskState.PIPELINED, p.node, p.devices, p.gpu_group or raw[name].gpu_group)
-    for b in decisions.binds:
-        name = _task_name(b.pod)
-        raw[name] = TaskStatus(TaskState.BINDING, b.node, b.devices, b.gpu_group or raw[name].gpu_group, T0)
     return raw
 
 
