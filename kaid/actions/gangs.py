@@ -211,6 +211,21 @@ def _from_pods(pods: list[Pod], min_available: int, waiting: Collection[str]) ->
     return sorted(pending, key=task_key)[: min_available - active]
 
 
+def from_ordered(ordered: list[Pod], min_available: int, waiting: Collection[str]) -> list[Pod]:
+    """``_from_pods`` of a pod set whose pods are given in task order already (``sorted(pods, key=task_key)``, kept
+    by a caller that asks many times): the first waiting pods, as many as bring the set to its minimum, or one once it
+    is there; no sort (no two pods have one task key: a pod's name is in it)."""
+    pending: list[Pod] = []
+    active = 0
+    for p in ordered:
+        status = p.status
+        if status in waiting:
+            pending.append(p)
+        if status in ACTIVE and not p.releasing:  # ``is_active``
+            active += 1
+    return pending[:1] if active >= min_available else pending[:min_available - active]
+
+
 def eviction_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
     """The job's running pods in the order they are evicted: each elastic pod on its own (from every branch that
     has pods above its minimum), then a surplus member whole, then the rest of the gang together."""

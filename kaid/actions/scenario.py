@@ -49,6 +49,8 @@ class Attempt:
     # the queues a scenario involves -> the order of their waiting jobs but the pending one as the attempt found them
     # (none handed out from it), id(job) of those it holds, and those it does not (``serving_order``)
     orders: dict[frozenset[str], tuple[ByQueue, set[int], list[Job]]] = field(default_factory=dict)
+    # id(job) -> the pods of a job of one pod set in task order (``tasks``), for the scenarios' turns
+    task_orders: dict[int, list[Pod]] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +73,19 @@ def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> At
 def request_of(session: Session) -> Callable[[Job], Vec]:
     ref = session.small_ref
     return lambda job: job_request(gangs.tasks_to_allocate(job, WAITING), ref)
+
+
+def tasks(att: Attempt, job: Job) -> list[Pod]:
+    """``gangs.tasks_to_allocate(job, WAITING)`` in a scenario of ``att``: for a job of one pod set, its pods in task
+    order are sorted once per attempt (``Attempt.task_orders``; a pod's task key reads its labels, age and name, which
+    no scenario changes), where each of a victim's turns and asks sorted its waiting pods again (bench_victims: 1,223
+    calls per first-fit cycle)."""
+    if job.subgroups:
+        return gangs.tasks_to_allocate(job, WAITING)
+    ordered = att.task_orders.get(id(job))
+    if ordered is None:
+        ordered = att.task_orders[id(job)] = sorted(job.pods, key=gangs.task_key)
+    return gangs.from_ordered(ordered, job.min_member, WAITING)
 
 
 def held_by(job: Job) -> Vec:
@@ -240,7 +255,7 @@ def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[
     changes the pods of its victims and of the pending job only, and each starts from the session as the attempt
     found it but for the victims' evictions, so a job that is neither asks the same in every scenario (an elastic
     job can be a victim in one scenario and only waiting in another: it is asked afresh where it is a victim)."""
-    plain = request_of(session)
+    ref = session.small_ref
     known = att.requests
 
     partial = att.tasks is not None and len(att.batch) < len(att.tasks)
@@ -249,10 +264,10 @@ def _asks(session: Session, att: Attempt, victims: dict[str, Job]) -> Callable[[
         if job is att.job and partial:
             return att.request  # KAI orders the partial job by what it asks
         if job is att.job or job.key in victims:
-            return plain(job)
+            return job_request(tasks(att, job), ref)
         value = known.get(id(job))
         if value is None:
-            value = known[id(job)] = plain(job)
+            value = known[id(job)] = job_request(tasks(att, job), ref)
         return value
 
     return request
@@ -370,7 +385,7 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
     cp = session.checkpoint()
     for p in (p for u in units if u.job is job for p in u.pods):
         _back(session, att, p)
-    batch = gangs.tasks_to_allocate(job, WAITING)
+    batch = tasks(att, job)
     if turn is not None:
         batch = batch[:turn]
     if not batch or any(p.status == _EVICTED and session.placed_this_cycle(p) for p in batch):
@@ -392,7 +407,7 @@ def _stay(session: Session, att: Attempt, units: list[Unit]) -> dict[str, int]:
     for u in units:
         key = u.job.key
         if key not in turns:  # before any of its pods is back
-            turns[key] = len(gangs.tasks_to_allocate(u.job, WAITING))
+            turns[key] = len(tasks(att, u.job))
         for p in u.pods:
             if turns[key] > 0 and _back(session, att, p):
                 turns[key] -= 1
