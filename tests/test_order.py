@@ -286,16 +286,32 @@ def test_order_matches_its_plain_reading_on_wide_trees(scan_up_to: int, case: Ca
           else "tie rule total wherever asked")
 
 
-def _same_order(case: Case) -> ByQueue:
+@pytest.mark.parametrize("scan_up_to", [SCAN_UP_TO, 0])
+@settings(max_examples=200, deadline=None)
+@given(case=st.one_of(scenarios(), wide_scenarios()))
+def test_a_copied_order_matches_its_plain_reading(scan_up_to: int, case: Case) -> None:
+    """``ByQueue.copy`` (of an order none was handed out from, with another ``request``) sets every field the
+    generated ``__init__`` sets, and hands out what the plain reading of its jobs does, pops, pushes and charges
+    between them included."""
+    queues, jobs, vec, _, steps = case
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(order, "SCAN_UP_TO", scan_up_to)
+        _same_order((queues, jobs, vec, False, steps), copied=True)
+
+
+def _same_order(case: Case, copied: bool = False) -> ByQueue:
     queues, jobs, vec, victims, steps = case
     leaves = [q for q in queues.values() if not q.children]
     names = sorted(queues)
     total: Vec = (16000, 64000, 64000)
     vec = dict(vec)
     held = {k: (v[0] // 2, v[1], v[2]) for k, v in vec.items()}
-    fast = ByQueue(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
+    fast = ByQueue(queues, total, lambda j: (0, 0, 0) if copied else vec[j.key], lambda j: held[j.key], victims)
     plain = PlainOrder(queues, total, lambda j: vec[j.key], lambda j: held[j.key], victims)
     fast.push_all(jobs)
+    if copied:
+        fast = fast.copy(lambda j: vec[j.key])
+        assert set(vars(fast)) == set(vars(ByQueue(queues, total, fast.request, fast.held)))
     for job in jobs:
         plain.push(job)
     last: Job | None = None

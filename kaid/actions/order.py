@@ -165,7 +165,8 @@ class ByQueue:
     _allocated: dict[str, list[int]] | None = None  # ``frozen``: each queue's allocation when the order was made
     _job_keys: dict[int, JobKey] = field(default_factory=dict)  # ``frozen``: id(job) -> key
     _levels: dict[str | None, _Level] = field(default_factory=dict)  # parent's name (None: the roots) -> its level
-    _paths: dict[str, list[tuple[Queue, _Level]]] = field(default_factory=dict)  # leaf -> (queue, its level) up
+    # leaf -> per queue from it up: (what its level has touched since last read: ``_Level.stale``, its name, it)
+    _paths: dict[str, list[tuple[dict[str, Queue], str, Queue]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
@@ -230,13 +231,21 @@ class ByQueue:
         """A serving order of the jobs this one holds, in the same lines, that asks ``request`` what a job asks for
         (for an order none was handed out from: nothing it worked out is copied but the queues' fixed rules)."""
         assert not self.victims and not self.frozen
-        new = ByQueue(self.queues, self.total, request, self.held)
+        new = ByQueue.__new__(ByQueue)  # (each field set here: the generated ``__init__`` costs more than the copy)
+        new.queues, new.total, new.request, new.held, new.victims, new.frozen = \
+            self.queues, self.total, request, self.held, False, False
+        leaves: dict[str, list[Job]] = {}
+        keys: dict[str, list[JobKey]] = {}
+        new.leaves, new._keys, new._given, new._entries = leaves, keys, {}, {}
+        new._roots = self._roots  # (read only)
         new._caps, new._rules, new._ties = self._caps, self._rules, self._ties  # (fixed in a cycle)
+        new._allocated, new._job_keys, new._levels, new._paths = None, {}, {}, {}
+        queues, own = self.queues, self._keys
         for name, jobs in self.leaves.items():
             if jobs:
-                new.leaves[name] = list(jobs)
-                new._keys[name] = list(self._keys[name])
-                new._touch(self.queues[name])
+                leaves[name] = jobs[:]
+                keys[name] = own[name][:]
+                new._touch(queues[name])
         return new
 
     def remove(self, job: Job, key: JobKey) -> None:
@@ -292,9 +301,9 @@ class ByQueue:
     def _touch(self, leaf: Queue) -> None:
         path = self._paths.get(leaf.name)
         if path is None:
-            path = self._paths[leaf.name] = [(q, self._level(q.parent)) for q in leaf.path()]
-        for q, level in path:
-            level.stale[q.name] = q
+            path = self._paths[leaf.name] = [(self._level(q.parent).stale, q.name, q) for q in leaf.path()]
+        for stale, name, q in path:
+            stale[name] = q
 
     def _level(self, parent: Queue | None) -> _Level:
         name = parent.name if parent is not None else None
