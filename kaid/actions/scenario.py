@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
-from kaid.actions.limits import above_limit, charged_violation, limit_violation
+from kaid.actions.limits import PathLimits, above_limit, charged_violation
 from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.session import Session, Vec, job_request
 from kaid.actions.victims import Placements, Unit
@@ -51,6 +51,8 @@ class Attempt:
     orders: dict[frozenset[str], tuple[ByQueue, set[int], list[Job]]] = field(default_factory=dict)
     # id(job) -> the pods of a job of one pod set in task order (``tasks``), for the scenarios' turns
     task_orders: dict[int, list[Pod]] = field(default_factory=dict)
+    # the limits and quotas on the paths of the queues whose jobs the scenarios place (``_place``), each read once
+    limits: PathLimits = field(default_factory=PathLimits)
 
 
 @dataclass
@@ -465,7 +467,7 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: b
     if feasible is not None and not all(p.gpu_whole or p.frac_devices for p in batch):
         region = feasible if region is None else bytearray(a & b for a, b in zip(region, feasible, strict=True))
     queue = session.snap.queues[job.queue]
-    if limit_violation(queue, job_request(batch, session.ref), job) is not None:
+    if att.limits.violation(queue, job_request(batch, session.ref), job) is not None:  # (``limit_violation``)
         return None
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
     within = gangs.domain_of_running(job, session)

@@ -1,0 +1,71 @@
+"""A scenario's placements check the queue limits (and a non-preemptible job's quotas) with the paths of limits read
+once per attempt (``Attempt.limits``, a ``limits.PathLimits``: a queue's limits and quotas stay put within an
+action), where each placement read the path from the queue to the root again (``limit_violation``; issue 15: 739
+placements per bench_victims first-fit cycle). On random clusters whose queues have GPU limits, every answer is the
+plain reading's as the scenario asks it, and the decisions are the plain reading's over several cycles."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import ClassVar
+
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from kaid.actions import evictions, scenario
+from kaid.actions.limits import PathLimits, limit_violation
+from kaid.actions.scenario import Attempt
+from kaid.actions.session import Session
+from kaid.model.objects import Job, Pod, Queue, Reason
+from tests.equivalence import assert_same_decisions
+from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
+
+
+class Checked(PathLimits):
+    """``PathLimits`` whose every answer is checked against the plain reading, and counted."""
+
+    asked: ClassVar[list[int]] = [0, 0]  # answers, of which violations
+
+    def violation(self, queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
+        value = super().violation(queue, req, job)
+        assert value == limit_violation(queue, req, job), (queue.name, req, job.key)
+        Checked.asked[0] += 1
+        Checked.asked[1] += value is not None
+        return value
+
+
+class Plain(PathLimits):
+    """The plain reading: the path read again at every question."""
+
+    def violation(self, queue: Queue, req: tuple[int, int, int], job: Job) -> Reason | None:
+        return limit_violation(queue, req, job)
+
+
+@st.composite
+def limited(draw: st.DrawFn) -> Case:
+    """``cases`` with GPU limits on some queues (a limit of 0: the quota, ``Queue.effective_limit``)."""
+    case = copy.deepcopy(draw(cases()))
+    for o in case.objs:
+        if o["kind"] == "Queue" and draw(st.booleans()):
+            o["spec"]["resources"]["gpu"]["limit"] = draw(st.sampled_from([0, 1, 2, 3, 4, 6]))
+    return case
+
+
+def attempts_with(kind: type[PathLimits]) -> Callable[[Session, str, Job, list[Pod]], Attempt]:
+    def made(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
+        att = scenario.attempt_for(session, action, job, batch)
+        att.limits = kind()
+        return att
+
+    return made
+
+
+@SETTINGS
+@given(case=limited())
+def test_limit_paths_read_once_per_attempt_decide_as_reading_them_afresh(case: Case) -> None:
+    Checked.asked = [0, 0]
+    assert_same_decisions(lambda: decisions_over(case, 4), [(evictions, "attempt_for", attempts_with(Checked))],
+                          [(evictions, "attempt_for", attempts_with(Plain))])
+    event(f"scenario placements checked: {'some' if Checked.asked[0] else 'none'}")
+    event(f"placements refused on a limit: {'some' if Checked.asked[1] else 'none'}")
