@@ -33,3 +33,4 @@ objects.Job.subgroups  # PodGroup spec.subGroups, read for the contract, not sch
 objects.Queue.display  # Queue spec.displayName, read for the contract
 allocate.AllocateStats.gangs_improved  # read by tests/test_allocate.py
 bench_allocate._rss_here  # run by name in a fresh interpreter (bench_allocate.rss_probe)
+limits.above_limit  # the plain reading of scenario.above, read by tests/test_scenario_limits.py

@@ -14,7 +14,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kaid.actions import evictions, scenario
-from kaid.actions.limits import PathLimits, limit_violation
+from kaid.actions.limits import PathLimits, above_limit, limit_violation
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
 from kaid.model.objects import Job, Pod, Queue, Reason
@@ -69,3 +69,25 @@ def test_limit_paths_read_once_per_attempt_decide_as_reading_them_afresh(case: C
                           [(evictions, "attempt_for", attempts_with(Plain))])
     event(f"scenario placements checked: {'some' if Checked.asked[0] else 'none'}")
     event(f"placements refused on a limit: {'some' if Checked.asked[1] else 'none'}")
+
+
+@SETTINGS
+@given(case=limited())
+def test_limits_asked_per_request_decide_as_reading_the_path_again(case: Case) -> None:
+    """``scenario.above`` (whether a queue on the attempt's path holds more than its limit of what the attempt asks
+    for, each victim pod put back) reads the path's limits once per attempt and request: each answer is
+    ``above_limit``'s, and the decisions are those with the path read again at each question."""
+    seen = [0, 0]
+    short = scenario.above
+
+    def checked(att: Attempt) -> bool:
+        value = short(att)
+        assert value == above_limit(att.queue, att.request), (att.queue.name, att.request)
+        seen[0] += 1
+        seen[1] += value
+        return value
+
+    assert_same_decisions(lambda: decisions_over(case, 4), [(scenario, "above", checked)],
+                          [(scenario, "above", lambda att: above_limit(att.queue, att.request))])
+    event(f"put-backs checked: {'some' if seen[0] else 'none'}")
+    event(f"put-backs above a limit: {'some' if seen[1] else 'none'}")

@@ -141,3 +141,25 @@ def test_serving_orders_copied_are_those_made_afresh(case: Case) -> None:
         decisions_over(case, 4)
     event(f"scenarios that copied an order: {'some' if copied[0] else 'none'}")
     assert not stale[0]
+
+
+@SETTINGS
+@given(case=cases())
+def test_one_leaf_lines_are_the_turns_of_their_order(case: Case) -> None:
+    """A scenario of one leaf takes its turns from the leaf's line of its jobs (``scenario.in_one_leaf``) without
+    making a serving order: the same jobs in the same order as ``turns`` hands them out of the order of them alone
+    (a mutant that keeps the victims' order as given, or serves the pending job first, fails here)."""
+    seen = [0]
+    short = scenario.in_one_leaf
+
+    def checked(session: Session, jobs: list[Job]) -> list[Job]:
+        value = short(session, jobs)
+        order = job_order(session, jobs, request=lambda job: (0, 0, 0))
+        assert value == list(scenario.turns(order, jobs))
+        seen[0] += len(value) > 1
+        return value
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "in_one_leaf", checked)
+        decisions_over(case, 4)
+    event(f"one-leaf scenarios with victims: {'some' if seen[0] else 'none'}")
