@@ -6,14 +6,14 @@ popping the waiting jobs ahead of the pending one)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kaid.actions import scenario
-from kaid.actions.order import ByQueue
+from kaid.actions.order import ByQueue, JobKey
 from kaid.actions.scenario import Attempt, job_order
 from kaid.actions.session import Session
 from kaid.model.objects import Job
@@ -146,14 +146,15 @@ def test_serving_orders_copied_are_those_made_afresh(case: Case) -> None:
 @SETTINGS
 @given(case=cases())
 def test_one_leaf_lines_are_the_turns_of_their_order(case: Case) -> None:
-    """A scenario of one leaf takes its turns from the leaf's line of its jobs (``scenario.in_one_leaf``) without
-    making a serving order: the same jobs in the same order as ``turns`` hands them out of the order of them alone
-    (a mutant that keeps the victims' order as given, or serves the pending job first, fails here)."""
+    """A scenario of one leaf takes its turns from the leaf's line of its jobs (``scenario.in_one_leaf``, the pending
+    job's key kept in the attempt) without making a serving order: the same jobs in the same order as ``turns``
+    hands them out of the order of them alone, every key read afresh (a mutant that keeps the victims' order as
+    given, or serves the pending job first, fails here)."""
     seen = [0]
     short = scenario.in_one_leaf
 
-    def checked(session: Session, jobs: list[Job]) -> list[Job]:
-        value = short(session, jobs)
+    def checked(session: Session, jobs: list[Job], keys: Mapping[int, JobKey] | None = None) -> list[Job]:
+        value = short(session, jobs, keys)
         order = job_order(session, jobs, request=lambda job: (0, 0, 0))
         assert value == list(scenario.turns(order, jobs))
         seen[0] += len(value) > 1

@@ -166,7 +166,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
     if _others_matter({j.queue for j in involved}):
         in_turn = turns(serving_order(session, att, victims), involved)
     else:  # (``turns`` of a serving order of one leaf: its line, which needs no order made)
-        in_turn = iter(in_one_leaf(session, involved))
+        in_turn = iter(in_one_leaf(session, involved, _own_key(att, victims)))
     lent = session.releasing()
     groups = session.lend(lent)
     placed: Placements | None = None
@@ -232,7 +232,7 @@ def serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> By
     request = _asks(session, att, victims)
     jobs = [*victims.values(), att.job]
     if not _others_matter(involved):
-        return job_order(session, jobs, request=request)
+        return job_order(session, jobs, request=request, keys=_own_key(att, victims))
     key = _keys(att)
     queues = frozenset(involved)
     made = att.orders.get(queues)
@@ -249,19 +249,29 @@ def serving_order(session: Session, att: Attempt, victims: dict[str, Job]) -> By
     for job in absent:
         if job.key not in victims:
             order.push(job, key(job))
-    order.push_all(jobs)
+    order.push_all(jobs, _own_key(att, victims))
     return order
 
 
-def in_one_leaf(session: Session, jobs: list[Job]) -> list[Job]:
+def _own_key(att: Attempt, victims: dict[str, Job]) -> dict[int, JobKey]:
+    """id(job) -> ``job_key`` of the pending job, kept in the attempt (``_keys``): no scenario changes its pods before
+    its order is made (its batch is placed in its turn; and it is never its own victim here: else it is read
+    afresh)."""
+    job = att.job
+    return {} if job.key in victims else {id(job): _keys(att)(job)}
+
+
+def in_one_leaf(session: Session, jobs: list[Job], keys: Mapping[int, JobKey] | None = None) -> list[Job]:
     """The turns of ``jobs``, all of one queue, where no other job's turn matters (``_others_matter``): the queue's
     line of them (``ByQueue.push_all``: by ``job_key``; none where the queue is unknown or not a leaf), as ``turns``
     hands them out of a serving order of them alone, without making the order (bench_victims: 96 of a first-fit
-    cycle's 333 scenarios)."""
+    cycle's 333 scenarios); ``keys``: id(job) -> its key where the caller knows it."""
     queue = session.snap.queues.get(jobs[0].queue)
     if queue is None or queue.children:
         return []
-    return sorted(jobs, key=job_key)
+    if not keys:
+        return sorted(jobs, key=job_key)
+    return sorted(jobs, key=lambda job: keys.get(id(job)) or job_key(job))
 
 
 def _others_matter(involved: set[str]) -> bool:
