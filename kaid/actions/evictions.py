@@ -91,6 +91,7 @@ class Pool:
     touched: dict[str, dict[int, Job]] = field(default_factory=dict)
     ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
     _members: dict[str, set[int]] = field(default_factory=dict)  # queue -> id(job) of its jobs in ``jobs``
+    _min_runtime: dict[tuple[str, str], float] = field(default_factory=dict)  # (queue, action) -> ``min_runtime``
 
     def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
         self._catch_up(session)
@@ -152,7 +153,15 @@ class Pool:
         known = self.units.get(id(job))
         if known is None:
             q = session.snap.queues[job.queue]
-            known = self.units[id(job)] = units_of(job, q, session.snap.now, min_runtime(q, action))
+            known = self.units[id(job)] = units_of(job, q, session.snap.now, self.min_runtime(q, action))
+        return known
+
+    def min_runtime(self, q: Queue, action: str) -> float:
+        """``min_runtime(q, action)``, worked out once per queue (a search that found nothing walked each candidate's
+        queue path to count its units: 5,943 jobs at 4,000 nodes)."""
+        known = self._min_runtime.get((q.name, action))
+        if known is None:
+            known = self._min_runtime[(q.name, action)] = min_runtime(q, action)
         return known
 
     def count(self, session: Session, job: Job, action: str, useful: Callable[[Pod], bool] | None = None) -> int:
@@ -161,11 +170,31 @@ class Pool:
         known = self.units.get(id(job))
         if known is None:
             q = session.snap.queues[job.queue]
-            return count_units(job, q, session.snap.now, min_runtime(q, action), useful)
+            return count_units(job, q, session.snap.now, self.min_runtime(q, action), useful)
         units = known[0]
         if units and useful is not None and not any(useful(p) for p in units[-1].pods):
             return len(units) - 1
         return len(units)
+
+    def count_line(self, session: Session, line: list[tuple[JobKey, Job]], candidate: Callable[[Job], bool],
+                   action: str, useful: Callable[[Pod], bool]) -> int:
+        """``sum(count(session, job, action, useful) for _, job in line if candidate(job))`` for jobs of one queue
+        (a line's), its queue and min runtime read once (a search that found nothing counts every candidate of the
+        cluster: 5,943 jobs at 4,000 nodes)."""
+        if not line:
+            return 0
+        q = session.snap.queues[line[0][1].queue]
+        least, now, units = self.min_runtime(q, action), session.snap.now, self.units
+        n = 0
+        for _, job in line:
+            if not candidate(job):
+                continue
+            known = units.get(id(job))
+            if known is None:
+                n += count_units(job, q, now, least, useful)
+            else:
+                n += len(known[0]) - (1 if known[0] and not any(useful(p) for p in known[0][-1].pods) else 0)
+        return n
 
     def queues(self, session: Session, rules: Rules, att: Attempt) -> list[str]:
         """The queues that may hold candidates for ``att`` (``Rules.candidate_queue``), in the order of ``jobs``."""
@@ -584,8 +613,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
             else:  # (a job in the order has a unit left)
                 n += len(units) if useful(units[-1]) else len(units) - 1
         for queue, line in lines.items():  # (a job with units, none of them useful, counts none)
-            n += sum(pool.count(session, job, rules.action, useful_pod) for _, job in line[read[queue]:]
-                     if candidate(job))
+            n += pool.count_line(session, line[read[queue]:], candidate, rules.action, useful_pod)
         return n
 
     def census() -> Iterator[Unit]:
@@ -644,8 +672,22 @@ def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None
 
 def _useful_pod(session: Session, att: Attempt) -> Callable[[Pod], bool]:
     """Whether a victim pod is on a node the job may use (selectors, affinity, taints)."""
-    masks = [session.index.static_mask(p) for p in att.batch]
+    masks = list({id(m): m for m in (session.index.static_mask(p) for p in att.batch)}.values())
     nodes = session.snap.node_by_name
+    if len(masks) == 1:  # (the masks are the index's, one per pod signature: a batch's pods mostly share one)
+        mask = masks[0]
+        if 0 not in mask:  # every node: a pod is useful where it is on one
+
+            def anywhere(p: Pod) -> bool:
+                return p.node in nodes
+
+            return anywhere
+
+        def on_mask(p: Pod) -> bool:
+            node = nodes.get(p.node) if p.node else None
+            return node is not None and bool(mask[node.index])
+
+        return on_mask
 
     def useful(p: Pod) -> bool:
         return p.node in nodes and any(m[nodes[p.node].index] for m in masks)

@@ -68,9 +68,10 @@ def cannot_reclaim(q: Queue, req: Vec, preemptible: bool) -> Reason | None:
     return None
 
 
-def victim_allowed(reclaimer: Queue, victim: Queue, req: Vec) -> bool:
-    """Whether jobs of ``victim`` are candidates at all (KAI's reclaim victim filter)."""
-    mine, theirs = leveled(reclaimer, victim)
+def sides_allowed(mine: Queue, theirs: Queue, req: Vec) -> bool:
+    """Whether jobs of a victim queue are candidates at all for a reclaimer's job needing ``req`` (KAI's reclaim
+    victim filter), from the two queues where their branches part (``leveled(reclaimer, victim)``): it reads nothing
+    else of either queue, so the leaves under one ``theirs`` share its answer."""
     if not within_deserved(mine, req):
         return _over_fair_share(theirs, list(theirs.allocated))
     under = False

@@ -142,7 +142,7 @@ def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[li
         return [], 0
     batches = gangs.eviction_batches(job, alive)
     young = [p for p in alive if min_runtime > 0 and now - p.started < min_runtime]
-    moving = any(p.status == PodStatus.PIPELINED for p in job.pods)
+    moving = any(p.status == _PIPELINED for p in job.pods)
     protected = len(batches[-1]) if young else 0
     if young or moving:
         batches = batches[:-1]
@@ -157,7 +157,7 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     one where none of its pods is ``useful`` (the units a search draws of a job: ``evictions._search``); for a job
     with sub-groups, from the units themselves. A search that found nothing counts the units it has not drawn for
     its explanation (``Search.count_rest``): it made every candidate's units to count them."""
-    alive = running(job)
+    alive = [p for p in job.pods if p.status in EVICTABLE and not p.releasing]  # ``running``
     if not alive:
         return 0
     if job.subgroups:
@@ -168,7 +168,7 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     elastic = 0 if n < least else n - max(least, 0)
     batches = elastic + 1 if elastic < n else elastic
     cut = (min_runtime > 0 and any(now - p.started < min_runtime for p in alive)) or \
-        any(p.status == PodStatus.PIPELINED for p in job.pods)
+        any(p.status == _PIPELINED for p in job.pods)
     count = batches - 1 if cut else batches  # (a protected or moving job keeps its last batch)
     if not count or useful is None:
         return count
@@ -178,6 +178,10 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     ordered = sorted(alive, key=gangs.task_key, reverse=True)
     last = ordered[count - 1:count] if cut or elastic == n else ordered[elastic:]
     return count if any(useful(p) for p in last) else count - 1
+
+
+# (a member read through its enum class costs ``EnumType.__getattr__``: these are read per pod of each candidate)
+_PIPELINED, _ALLOCATED = PodStatus.PIPELINED, PodStatus.ALLOCATED
 
 
 def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
@@ -192,7 +196,7 @@ def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) ->
 
 def _running_for(p: Pod, now: float) -> float:
     """Seconds of progress the pod has made: none for one allocate placed in this cycle (it has not started)."""
-    return 0.0 if p.status == PodStatus.ALLOCATED else max(0.0, now - p.started)
+    return 0.0 if p.status == _ALLOCATED else max(0.0, now - p.started)
 
 
 def _gpus(p: Pod) -> int:
