@@ -105,7 +105,7 @@ class LiveSnapshots:
         self.free.wait()
         with self.lock:
             self._drain()
-            self.model.refresh()
+            self.model.refresh(implicit=not self.cfg.createPodGroups)  # (those jobs are read with their PodGroups)
 
     @property
     def queued(self) -> int:
@@ -171,7 +171,7 @@ class LiveSnapshots:
         model = self.model
         if not self.cfg.createPodGroups:
             return []
-        model.refresh()  # which pods are in which job
+        model.refresh(implicit=False)  # which pods are in which job (those without a PodGroup: read once it is made)
         # new ones in the order of their jobs' first pods, as the cold path makes them, not in the order the model
         # read those pods in (a set's, which depends on how its reads fell: a catch_up reads part of them before)
         implicit = sorted(model.implicit_jobs(),
