@@ -28,7 +28,7 @@ from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Bind, Decisions, run_cycle
 from kaid.fairshare import UsageHistory, UsageParams
-from kaid.kube.actuator import Actuator, ApplyResult, bind_workers
+from kaid.kube.actuator import Actuator, ApplyResult, Ticket, bind_workers
 from kaid.kube.client import ApiError, KubeClient
 from kaid.kube.leader import LeaderElector
 from kaid.kube.livesnap import LiveSnapshots
@@ -355,7 +355,7 @@ class Daemon:
                  view.pending)
         return decisions
 
-    def _read_lists_while(self, sent: list[tuple[Bind, Future[str | None]]]) -> None:
+    def _read_lists_while(self, sent: list[tuple[Bind, Ticket[str | None]]]) -> None:
         """While the early cycle's binds go out: once every list is in, the live model reads them, so that the first
         full cycle's snapshot reads only what changed since (on bench_kube's backlog it read the 4,000 pods then,
         0.5-0.7 s of CPU with no bind out; the early cycle's binds take 1-3 s)."""
@@ -664,7 +664,7 @@ class _BindStream:
         self.cycle = cycle
         self.started = started
         self.then = then
-        self.sent: list[tuple[Bind, Future[str | None]]] = []
+        self.sent: list[tuple[Bind, Ticket[str | None]]] = []
 
     def __call__(self, binds: list[Bind]) -> None:
         if not self.daemon.leading():
