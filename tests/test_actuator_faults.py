@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kaid.cycle import Bind, Eviction
+from kaid.cycle import Bind, Decisions, Eviction
 from kaid.kube.actuator import LOST_LEASE, Actuator, retry_delay
 from kaid.kube.client import ApiError
 
@@ -164,3 +164,45 @@ def test_failed_binds_of_single_pods_are_summed_up_for_the_cycle_log() -> None:
     assert out.failures() == ("6 binds failed: 3 x node node-1 is not Ready; 2 x node node-2 is not Ready; "
                               "1 x 422 invalid")
     assert out.failures(shown=1) == "6 binds failed: 3 x node node-1 is not Ready; 2 other reasons"
+
+
+class OrderedClient(ScriptedClient):
+    """Records every write in order, and fails the binds of ``refused`` pods (409: not this pod's to bind)."""
+
+    def __init__(self, refused: tuple[str, ...] = ()) -> None:
+        super().__init__([])
+        self.refused = refused
+
+    def create(self, path: str, body: Any) -> dict[str, Any]:
+        self.sent.append(path)
+        if path.endswith("/binding") and any(f"/pods/{p}/" in path for p in self.refused):
+            raise ApiError(422, "x", {"message": "refused"})
+        return {}
+
+
+def test_a_pod_bound_and_evicted_in_the_same_decisions() -> None:
+    """A victim that allocate placed earlier in the cycle (KAI's rule): a bind not sent yet goes out neither, nor its
+    eviction (before, the eviction went first and the bind after it); a bind already streamed is answered before its
+    pod's eviction goes out, and a pod whose bind failed is not evicted (it is pending)."""
+    client = OrderedClient(refused=("failed",))
+    actuator = Actuator(client, workers=2)  # type: ignore[arg-type]
+    try:
+        streamed = [_bind("ns/streamed"), _bind("ns/failed")]
+        started = actuator.start_binds(streamed)
+        d = Decisions(binds=[*streamed, _bind("ns/unsent"), _bind("ns/kept")],
+                      evictions=[Eviction(p, "node-0", "ns/job", "reclaim", "ns/other", "")
+                                 for p in ("ns/unsent", "ns/streamed", "ns/failed", "ns/victim")],
+                      pipelined=[_bind("ns/unsent")])
+        out = actuator.apply(d, started)
+    finally:
+        actuator.close()
+    binds = [p for p in client.sent if p.endswith("/binding")]
+    evictions = [p for p in client.sent if p.endswith("/eviction")]
+    assert not any("/unsent/" in p for p in binds + evictions)
+    assert sorted(p.split("/")[-2] for p in evictions) == ["streamed", "victim"]
+    assert client.sent.index("/api/v1/namespaces/ns/pods/streamed/eviction") > \
+        client.sent.index("/api/v1/namespaces/ns/pods/streamed/binding")
+    assert sorted(b.pod for b in out.bound) == ["ns/kept", "ns/streamed"]
+    assert sorted(e.pod for e in out.evicted) == ["ns/streamed", "ns/victim"] and out.evict_failed == []
+    assert [b.pod for b, _ in out.failed] == ["ns/failed"]
+    assert out.pipelined == 1  # the pod that stays pending keeps its place where it was pipelined

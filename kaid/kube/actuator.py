@@ -351,11 +351,31 @@ class Actuator:
         return sum(1 for ok in self.pool.map(one, pipelined) if ok)
 
     def apply(self, d: Decisions, started: list[tuple[Bind, Ticket[str | None]]] | None = None) -> ApplyResult:
-        ev = self.evict(d.evictions)
+        """Evictions, then the binds not sent yet (``started``: those a streamed cycle sent), then pipelined marks.
+        A pod both bound and evicted by the decisions (a victim that allocate placed earlier in the cycle, as KAI
+        takes them): if its bind has not been sent, neither goes out (it stays pending, as the two would leave it,
+        without the churn; a bind sent after the eviction would fail); if it has, it is evicted once its bind is
+        answered, and only if it bound."""
         sent = {b.pod for b, _ in started or []} | {b.pod for b in self._reserving}
-        out = self.bind([b for b in d.binds if b.pod not in sent], started)
+        binding = {b.pod for b in d.binds}
+        evicting = {e.pod for e in d.evictions}
+        unsent = binding - sent
+        plain = [e for e in d.evictions if e.pod not in binding]
+        after = [e for e in d.evictions if e.pod in binding and e.pod in sent]
+        ev = self.evict(plain)
+        out = self.bind([b for b in d.binds if b.pod not in sent and b.pod not in evicting], started)
+        bound = {b.pod for b in out.bound}
+        late = [e for e in after if e.pod in bound]
+        if late:
+            more = self.evict(late)
+            ev.evicted.extend(more.evicted)
+            ev.evict_failed.extend(more.evict_failed)
         out.evicted, out.evict_failed = ev.evicted, ev.evict_failed
-        evicted = {e.pod for e in d.evictions}
+        evicted = {e.pod for e in plain} | {e.pod for e in late}
+        skipped = evicting & unsent
+        if skipped:
+            log.info("%d pods bound and evicted in the same decisions were neither (their binds had not gone out)",
+                     len(skipped))
         # a pod moved by consolidation is recreated by its controller under a new name: nothing to mark
         out.pipelined = self.pipeline([b for b in d.pipelined if b.pod not in evicted])
         return out
