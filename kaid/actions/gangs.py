@@ -196,14 +196,7 @@ def _from_pod_set(ps: PodSet, waiting: Collection[str]) -> list[Pod]:
 def _from_pods(pods: list[Pod], min_available: int, waiting: Collection[str]) -> list[Pod]:
     """``_from_pod_set`` of the pod set ``pods`` with its minimum (a job of one pod set builds none): one pass over
     the pods for both counts; the one is the least, found without sorting them all."""
-    pending: list[Pod] = []
-    active = 0
-    for p in pods:
-        status = p.status
-        if status in waiting:
-            pending.append(p)
-        if status in ACTIVE and not p.releasing:  # ``is_active``
-            active += 1
+    pending, active = _waiting_and_active(pods, waiting)
     if len(pending) <= 1:  # no order to find among them: the one, or none
         return pending
     if active >= min_available:
@@ -215,15 +208,21 @@ def from_ordered(ordered: list[Pod], min_available: int, waiting: Collection[str
     """``_from_pods`` of a pod set whose pods are given in task order already (``sorted(pods, key=task_key)``, kept
     by a caller that asks many times): the first waiting pods, as many as bring the set to its minimum, or one once it
     is there; no sort (no two pods have one task key: a pod's name is in it)."""
+    pending, active = _waiting_and_active(ordered, waiting)
+    return pending[:1] if active >= min_available else pending[:min_available - active]
+
+
+def _waiting_and_active(pods: list[Pod], waiting: Collection[str]) -> tuple[list[Pod], int]:
+    """The pods whose status is in ``waiting`` (in the given order), and how many are active: one pass."""
     pending: list[Pod] = []
     active = 0
-    for p in ordered:
+    for p in pods:
         status = p.status
         if status in waiting:
             pending.append(p)
         if status in ACTIVE and not p.releasing:  # ``is_active``
             active += 1
-    return pending[:1] if active >= min_available else pending[:min_available - active]
+    return pending, active
 
 
 def eviction_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
