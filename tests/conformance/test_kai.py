@@ -2,7 +2,8 @@
 
 The scenario files and the fair-share cases are in ``kai/`` beside this file (``kai/FORMAT.md`` says what
 they hold), and in ``kai-more/`` the project's own restatement of more of KAI's tests in the same format
-(its README says how they were made); ``KAI_CONFORMANCE_DIR`` (directories separated by ``:``) adds more.
+(its README says how they were made), in ``kai-actions/`` KAI's per-action tests (one action on one session, its
+raw end checked) restated the same way; ``KAI_CONFORMANCE_DIR`` (directories separated by ``:``) adds more.
 A test that fails and is listed in ``docs/compatibility-deviations.yaml`` is reported as a deviation
 (xfail); a listed test that passes fails, so that the list stays true.
 """
@@ -19,17 +20,17 @@ import pytest
 from tests.conformance.deviations import Kind, load_deviations
 from tests.conformance.fairshare import DivisionCase, load_cases, run_case
 from tests.conformance.report import Outcome, record
-from tests.conformance.scenario import Scenario, load_scenario
+from tests.conformance.scenario import MatchMode, Scenario, load_scenario
 from tests.conformance.verdict import describe, verdict
 
 HERE = Path(__file__).resolve().parent
-SHARED, MORE = HERE / "kai", HERE / "kai-more"
+SHARED, MORE, ACTIONS = HERE / "kai", HERE / "kai-more", HERE / "kai-actions"
 DEVIATIONS = load_deviations()
 
 
 def _dirs() -> list[Path]:
     extra = [Path(p) for p in os.environ.get("KAI_CONFORMANCE_DIR", "").split(":") if p]
-    return [SHARED, MORE, *extra]
+    return [SHARED, MORE, ACTIONS, *extra]
 
 
 def _scenarios() -> list[Any]:
@@ -122,3 +123,14 @@ def test_more_restates_no_shared_test() -> None:
         return found
 
     assert not keys(SHARED) & keys(MORE)
+
+
+def test_actions_files_run_one_action_on_one_session() -> None:
+    """kai-actions/ restates KAI's per-action tests: one session, the one action the Go test executes, its raw end."""
+    files = sorted(ACTIONS.glob("*-[0-9][0-9].yaml"))
+    assert files
+    for sc in map(load_scenario, files):
+        assert sc.match_mode == MatchMode.RAW_SESSION, sc.id
+        assert (sc.rounds, sc.rounds_after_match) == (1, 0), sc.id
+        assert sc.actions == (sc.category.value,), sc.id
+        assert sc.source.startswith(f"pkg/scheduler/actions/{sc.category.value}/"), sc.id
