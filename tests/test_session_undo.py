@@ -1,10 +1,12 @@
 """The session's undo and put-back (``Session.rollback``, ``Session.restore``, ``NodeIndex.fits_exactly``) against
 their plain readings, kept here: a moved pod whose old place is on another node is answered without releasing and
 taking again its new place, ``fits_exactly`` reads the pod slot, cpu and memory without ``resource_failure``'s GPU
-checks (it looks at the given devices itself), and rollback reads each operation's kind once. Twin sessions on the
-same objects take the same random operations, one through the session, one through the plain readings: every answer
-and every piece of state (nodes, the index's buckets, queues, pods) stays the same, and a rollback to the start gives
-the state the session began with. And the eviction actions decide the same with the plain readings patched in."""
+checks (it looks at the given devices itself), rollback reads each operation's kind once and charges each job's
+operations at once, and ``pipeline_all`` charges a job's pods at once. Twin sessions on the same objects take the
+same random operations, one through the session, one through the plain readings: every answer and every piece of
+state (nodes, the index's buckets, queues, pods) stays the same, the queues whose versions a rollback or a job's
+pipelining moves are the ones the plain readings' moves, and a rollback to the start gives the state the session
+began with. And the eviction actions decide the same with the plain readings patched in."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from kaid.actions import scenario
 from kaid.actions.session import Op, Session
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Node, Pod
+from kaid.model.objects import Job, Node, Pod
 from kaid.model.vocabulary import OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
 from kaid.placement.predicates import resource_failure
@@ -90,8 +92,15 @@ def plain_away_from_rest(session: Session, att: scenario.Attempt) -> bytearray |
     return bytearray(0 if any(m[i] for m in masks) else 1 for i in range(len(index.nodes)))
 
 
+def plain_pipeline_all(self: Session, job: Job, placements: list[tuple[Pod, Node, Devices]], action: str,
+                       by: str | None) -> None:
+    for p, n, devices in placements:
+        self.pipeline(p, n, devices, action, by)
+
+
 PLAIN = [(Session, "restore", plain_restore), (Session, "rollback", plain_rollback),
-         (NodeIndex, "fits_exactly", plain_fits_exactly), (scenario, "_away_from_rest", plain_away_from_rest)]
+         (Session, "pipeline_all", plain_pipeline_all), (NodeIndex, "fits_exactly", plain_fits_exactly),
+         (scenario, "_away_from_rest", plain_away_from_rest)]
 
 
 @SETTINGS
@@ -130,6 +139,17 @@ def _state(session: Session) -> object:
              for op in session.ops])
 
 
+def _versions(session: Session) -> dict[str, int]:
+    return {name: q.version for name, q in session.snap.queues.items()}
+
+
+def _moved(before: dict[str, int], session: Session) -> list[str]:
+    """The queues whose version moved since ``before``; it never goes back."""
+    now = _versions(session)
+    assert all(now[name] >= v for name, v in before.items())
+    return sorted(name for name, v in before.items() if now[name] != v)
+
+
 def _session(objs: list[dict[str, Any]]) -> Session:
     cfg = SchedulerConfig()
     snap = build_snapshot(objs, cfg, NOW)
@@ -145,7 +165,7 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
     assert _state(plain) == start
     marks = [0]
     for _ in range(data.draw(st.integers(1, 25))):
-        what = data.draw(st.sampled_from(["evict", "place", "restore", "restore", "mark", "rollback"]))
+        what = data.draw(st.sampled_from(["evict", "place", "gang", "restore", "restore", "mark", "rollback"]))
         pods = sorted(fast.snap.pods, key=lambda p: p.key)
         twin = {p.key: p for p in plain.snap.pods}
         if what == "evict":
@@ -164,6 +184,24 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
                     n, devs = choice
                     fast.pipeline(p, n, devs, "reclaim", None)
                     plain.pipeline(twin[p.key], plain.snap.node_by_name[n.name], devs, "reclaim", None)
+        elif what == "gang":  # a job's waiting pods, as many as fit one after another: pipelined pod by pod in the
+            # plain session, at once in the other (``pipeline_all``), with the same nodes and devices
+            jobs = sorted({p.job.key for p in pods if p.job is not None and
+                           p.status in (PodStatus.PENDING, PodStatus.EVICTED)})
+            if jobs:
+                job = plain.snap.jobs[data.draw(st.sampled_from(jobs))]
+                versions = _versions(fast), _versions(plain)
+                placed = []
+                for p in sorted(job.pods, key=lambda p: p.key):
+                    choice = plain.index.best_node(p, False) if p.status in (PodStatus.PENDING,
+                                                                             PodStatus.EVICTED) else None
+                    if choice is not None:
+                        plain.pipeline(p, choice[0], choice[1], "reclaim", job.key)
+                        placed.append((p.key, choice[0].name, choice[1]))
+                mine = {p.key: p for p in fast.snap.pods}
+                fast.pipeline_all(fast.snap.jobs[job.key], [(mine[k], fast.snap.node_by_name[n], devs)
+                                                            for k, n, devs in placed], "reclaim", job.key)
+                assert _moved(versions[0], fast) == _moved(versions[1], plain)
         elif what == "restore":
             p = data.draw(st.sampled_from(pods))
             assert fast.restore(p) == plain_restore(plain, twin[p.key])
@@ -171,9 +209,13 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
             marks.append(fast.checkpoint())
         else:
             at = data.draw(st.sampled_from(marks))
+            versions = _versions(fast), _versions(plain)
             fast.rollback(at)
             plain_rollback(plain, at)
             marks = [m for m in marks if m <= at]
+            # the queues charged by what was undone show a version none of them had before (``ByQueue`` reads
+            # versions): the same queues as the plain rollback's, which charges per operation
+            assert _moved(versions[0], fast) == _moved(versions[1], plain)
         assert _state(fast) == _state(plain)
     fast.rollback(0)
     assert _state(fast) == start

@@ -534,6 +534,5 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: b
                       session.cfg.placement.solverTimeLimitSeconds, within=within)
     if not plan.placements or charged_violation(queue, job, plan.placements) is not None:
         return None
-    for pod, node, devs in plan.placements:
-        session.pipeline(pod, node, devs, att.action, att.job.key)
+    session.pipeline_all(job, plan.placements, att.action, att.job.key)
     return plan.placements

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kaid.actions.carried import Roll
 from kaid.actions.memory import Recall
@@ -191,6 +191,32 @@ class Session:
         victims are gone, and the resources stay reserved for it until then."""
         self._place(_PIPELINE, _PIPELINED, pod, node, devices, action, by)
 
+    def pipeline_all(self, job: Job, placements: list[tuple[Pod, Node, Devices]], action: str, by: str | None) -> None:
+        """``pipeline`` each of ``placements`` (pods of ``job``) in order, with what they hold charged to the job's
+        queue at once (``_charge`` per pod walked the queue path for each: a victim scenario pipelines the pending
+        job's whole batch, bench_victims: 2,368 pods a first-fit cycle); nothing between them reads the queue."""
+        journal, index, ops = self._journal, self.index, self.ops
+        g = c = m = 0
+        for pod, node, devices in placements:
+            op = Op(_PIPELINE, pod, node, devices, action, by, "", pod.status, pod.node, pod.devices)
+            if journal is not None:
+                journal.pod(pod)
+            index.assign(node, pod, devices)
+            if pod.job is job:
+                g += pod.gpu_milli_on(node)
+                c += pod.cpu
+                m += pod.mem
+            else:  # (not the job's: charged on its own)
+                self._charge(pod, node, +1)
+            pod.status = _PIPELINED
+            pod.node = node.name
+            pod.devices = devices
+            if pod.frac_devices and devices:
+                pod.gpu_group = node.dev_group[devices[0]]
+            ops.append(op)
+        if placements and (q := self.snap.queues.get(job.queue)) is not None:
+            charge(q, (g, c, m), not job.preemptible)
+
     def evict(self, pod: Pod, action: str, by: str | None, message: str) -> None:
         """Evict a running pod: its resources are free for this session's later placements."""
         node = self.snap.node_by_name[pod.node or ""]
@@ -291,23 +317,47 @@ class Session:
                 raise AssertionError(f"{op.pod.key} cannot be put back where it was again")
 
     def rollback(self, checkpoint: int) -> None:
-        """Undo every operation since ``checkpoint``, newest first."""
+        """Undo every operation since ``checkpoint``, newest first. What the operations charged is given back per
+        job, once (``_charge`` per operation walked the queue path for each: a victim scenario rolls back every pod
+        it placed and evicted; bench_victims: 854 rollbacks, ~3,500 operations a first-fit cycle): nothing reads a
+        queue while the nodes are given back, the sums are the same, and each job's queue gets one charge, so its
+        version moves past any it had while the operations stood (``order.ByQueue`` reads versions, not amounts)."""
         ops, index = self.ops, self.index
+        if len(ops) <= checkpoint:
+            return
+        owed: dict[int, list[Any]] = {}  # id(job) -> [job, milli-GPU, millicores, bytes] to charge it
+        evicts = self._evicts
         while len(ops) > checkpoint:
             op = ops.pop()
-            pod, kind = op.pod, op.kind
+            pod, kind, node = op.pod, op.kind, op.node
             if kind == _EVICT:
-                index.assign(op.node, pod, op.devices)
-                self._charge(pod, op.node, +1)
-                self._evicts[id(pod)].pop()
+                index.assign(node, pod, op.devices)
+                sign = 1
+                evicts[id(pod)].pop()
             else:  # an allocation, a pipeline or a restore
-                index.release(op.node, pod, op.devices, planning=True)
-                self._charge(pod, op.node, -1)
+                index.release(node, pod, op.devices, planning=True)
+                sign = -1
+            job = pod.job
+            if job is not None:
+                sums = owed.get(id(job))
+                if sums is None:
+                    sums = owed[id(job)] = [job, 0, 0, 0]
+                sums[1] += sign * pod.gpu_milli_on(node)
+                sums[2] += sign * pod.cpu
+                sums[3] += sign * pod.mem
                 if kind == _RESTORE and op.prev_status == _PIPELINED:
                     placed = self.snap.node_by_name[op.prev_node or ""]
                     index.assign(placed, pod, op.prev_devices)
-                    self._charge(pod, placed, +1)
+                    sums[1] += pod.gpu_milli_on(placed)
+                    sums[2] += pod.cpu
+                    sums[3] += pod.mem
+            elif kind == _RESTORE and op.prev_status == _PIPELINED:
+                index.assign(self.snap.node_by_name[op.prev_node or ""], pod, op.prev_devices)
             pod.status, pod.node, pod.devices = op.prev_status, op.prev_node, op.prev_devices
+        queues = self.snap.queues
+        for job, g, c, m in owed.values():
+            if (q := queues.get(job.queue)) is not None:
+                charge(q, (g, c, m), not job.preemptible)
 
     # ------------------------------------------------------------------------------------ releasing pods
     def releasing(self) -> list[Pod]:
