@@ -159,14 +159,15 @@ class NodeIndex:
         without GPUs, whatever devices it names)."""
         i = node.index
         self.changed.append(i)
-        if old_idle != node.idle:
+        idle = node.idle
+        if old_idle != idle:
             if old_idle > 0:
                 was = self.buckets[old_idle]
                 at = bisect_left(was, i)
                 if at < len(was) and was[at] == i:
                     del was[at]
-            if node.idle > 0:
-                insort(self.buckets[node.idle], i)
+            if idle > 0:
+                insort(self.buckets[idle], i)
         used = node.dev_used
         if i in self.shared:
             if not any(0 < u < 1000 for u in used):  # its last partly used device is full or idle now
@@ -188,11 +189,16 @@ class NodeIndex:
         node.used_mem += pod.mem
         node.used_pods += 1
         if pod.gpu_whole:
+            used, taken = node.dev_used, 0
             for d in devices:
-                if node.dev_used[d] == 0:
-                    node.idle -= 1
-                node.dev_used[d] += 1000
-        elif pod.frac_devices:
+                if used[d] == 0:
+                    taken += 1
+                used[d] += 1000
+            node.idle = old - taken
+            # (a device a whole GPU was put on is used 1000 or more: none of them became partly used)
+            self._moved(node, old, ())
+            return
+        if pod.frac_devices:
             share = pod.gpu_milli_on(node) // pod.frac_devices
             for k, d in enumerate(devices):
                 if node.dev_used[d] == 0:
@@ -211,10 +217,15 @@ class NodeIndex:
         node.used_mem -= pod.mem
         node.used_pods -= 1
         if pod.gpu_whole:
+            used, freed = node.dev_used, 0
             for d in devices:
-                node.dev_used[d] = max(0, node.dev_used[d] - 1000)
-                if node.dev_used[d] == 0:
-                    node.idle += 1
+                left = used[d] - 1000
+                if left > 0:
+                    used[d] = left
+                else:
+                    used[d] = 0
+                    freed += 1
+            node.idle = old + freed
         elif pod.frac_devices:
             share = pod.gpu_milli_on(node) // pod.frac_devices
             for d in devices:
