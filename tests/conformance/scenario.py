@@ -98,6 +98,7 @@ class TaskSpec:
     gpu_groups: tuple[str, ...]
     subgroup: str | None
     priority: int | None
+    node_affinity: tuple[str, ...] = ()  # required node affinity: the node's kai.scheduler/type label is one of these
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class JobSpec:
     subgroups: SubGroupSpec | None
     topology_constraint: TopologyConstraintSpec | None
     tasks: tuple[TaskSpec, ...]
+    preemption_delay_seconds: float | None = None  # PodGroup spec.preemptionDelay
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,16 +208,17 @@ def _subgroups(data: dict[str, Any]) -> SubGroupSpec:
 
 
 def _task(data: dict[str, Any]) -> TaskSpec:
-    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority"}, "task")
+    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority", "node_affinity"}, "task")
     return TaskSpec(str(data["name"]), TaskState(data["state"]), data.get("node"),
                     tuple(str(g) for g in data.get("gpu_groups") or ()), data.get("subgroup"),
-                    None if data.get("priority") is None else int(data["priority"]))
+                    None if data.get("priority") is None else int(data["priority"]),
+                    tuple(str(n) for n in data.get("node_affinity") or ()))
 
 
 def _job(data: dict[str, Any]) -> JobSpec:
     _only(data, {"name", "queue", "priority", "preemptible", "gpus_per_task", "gpu_memory_mib", "cpu_millis",
-                 "memory_mb", "created_minutes_ago", "min_member", "subgroups", "topology_constraint", "tasks"},
-          "job")
+                 "memory_mb", "created_minutes_ago", "min_member", "subgroups", "topology_constraint", "tasks",
+                 "preemption_delay_seconds"}, "job")
     topo = data.get("topology_constraint")
     return JobSpec(
         str(data["name"]), str(data["queue"]), int(data.get("priority", 0)), bool(data["preemptible"]),
@@ -225,7 +228,8 @@ def _job(data: dict[str, Any]) -> JobSpec:
         _subgroups(data["subgroups"]) if data.get("subgroups") else None,
         TopologyConstraintSpec(str(topo["topology"]), topo.get("required_level"), topo.get("preferred_level"))
         if topo else None,
-        tuple(_task(t) for t in data["tasks"]))
+        tuple(_task(t) for t in data["tasks"]),
+        None if data.get("preemption_delay_seconds") is None else float(data["preemption_delay_seconds"]))
 
 
 def _expectation(data: dict[str, Any]) -> Expectation:

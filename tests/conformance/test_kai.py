@@ -21,6 +21,7 @@ from tests.conformance.deviations import Kind, load_deviations
 from tests.conformance.fairshare import DivisionCase, load_cases, run_case
 from tests.conformance.report import Outcome, record
 from tests.conformance.scenario import MatchMode, Scenario, load_scenario
+from tests.conformance.translate import initial_state, objects
 from tests.conformance.verdict import describe, verdict
 
 HERE = Path(__file__).resolve().parent
@@ -134,3 +135,19 @@ def test_actions_files_run_one_action_on_one_session() -> None:
         assert (sc.rounds, sc.rounds_after_match) == (1, 0), sc.id
         assert sc.actions == (sc.category.value,), sc.id
         assert sc.source.startswith(f"pkg/scheduler/actions/{sc.category.value}/"), sc.id
+
+
+def test_actions_fields_reach_the_objects() -> None:
+    """kai-actions' two extra fields become the objects KAI's test utilities make: the PodGroup's preemptionDelay and
+    the pod's required node affinity on the node-name label."""
+    sc = load_scenario(ACTIONS / "preempt-29.yaml")
+    pgs = {o["metadata"]["name"]: o for o in objects(sc, initial_state(sc)) if o["kind"] == "PodGroup"}
+    assert pgs["pending_job0"]["spec"]["preemptionDelay"] == "600s"
+    assert "preemptionDelay" not in pgs["running_job0"]["spec"]
+    sc = load_scenario(ACTIONS / "reclaim-80.yaml")
+    pods = {o["metadata"]["name"]: o for o in objects(sc, initial_state(sc)) if o["kind"] == "Pod"}
+    terms = pods["q1_job0-3"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [
+        {"key": "kai.scheduler/type", "operator": "In", "values": ["unexisting-node-affinity"]}]}]
+    nodes = [o for o in objects(sc, initial_state(sc)) if o["kind"] == "Node"]
+    assert all(n["metadata"]["labels"]["kai.scheduler/type"] == n["metadata"]["name"] for n in nodes)

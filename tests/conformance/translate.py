@@ -32,6 +32,7 @@ RUNNING_FOR = 60.0  # jobs running in the input started this long before the fir
 STUCK_FOR = 600.0  # a StuckInReleasing pod was deleted this long ago (KAI's threshold is 2 minutes)
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+NODE_TYPE_LABEL = "kai.scheduler/type"  # KAI's test utils set it to the node name (files with node_affinity list it)
 ACTIONS = {"allocate": "allocate", "consolidation": "consolidate", "reclaim": "reclaim", "preempt": "preempt",
            "stalegangeviction": "stale-gang"}
 
@@ -151,6 +152,8 @@ def _podgroup(job: JobSpec) -> Obj:
         spec["topologyConstraint"] = {"topology": tc.topology, **(
             {"requiredTopologyLevel": tc.required_level} if tc.required_level else {}), **(
             {"preferredTopologyLevel": tc.preferred_level} if tc.preferred_level else {})}
+    if job.preemption_delay_seconds is not None:
+        spec["preemptionDelay"] = f"{job.preemption_delay_seconds:g}s"
     created = T0 - 60.0 * job.created_minutes_ago
     return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
             "metadata": {"name": job.name, "namespace": NAMESPACE, "creationTimestamp": iso(created)}, "spec": spec}
@@ -182,6 +185,9 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
                  "annotations": annotations, "creationTimestamp": iso(T0 - 60.0 * job.created_minutes_ago)}
     spec: Obj = {"schedulerName": c.DEFAULT_SCHEDULER_NAME,
                  "containers": [{"name": "main", "resources": {"requests": requests}}]}
+    if task.node_affinity:  # KAI's test utils: required node affinity on the node-name label they put on each node
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "In", "values": list(task.node_affinity)}]}]}}}
     status: Obj = {"phase": "Pending"}
     if st.state != TaskState.PENDING and st.node:
         spec["nodeName"] = st.node
