@@ -100,7 +100,7 @@ def _occupy_whole(node: Node, pod: Pod) -> None:
 def _occupy_shared(node: Node, pod: Pod) -> None:
     """Each of a shared-GPU pod's groups on one device: the one the group's other pods are on, else the device
     the pod recorded (a pod without group labels, pipelined, joins the group there), else an idle one."""
-    share = min(1000, pod.gpu_milli_on(node) // pod.frac_devices)
+    share = pod.device_share(node)
     groups = gpu_groups_of(pod.labels)
     chosen: list[int] = []
     for k in range(pod.frac_devices):

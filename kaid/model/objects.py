@@ -182,6 +182,11 @@ class Pod:
             return min(1000, node.mem_to_milli(self.gpu_mem_mib)) * self.frac_devices
         return 0
 
+    def device_share(self, node: Node) -> int:
+        """What a shared-GPU pod holds of each device it is on, in milli-GPU: at least 1, so that a device that
+        holds one is never counted idle (a gpu-memory pod on a node that does not publish its GPU memory reads 0)."""
+        return max(1, min(1000, self.gpu_milli_on(node) // self.frac_devices))
+
     def __repr__(self) -> str:
         return f"Pod({self.key}, {self.status}, node={self.node})"
 

@@ -199,7 +199,7 @@ class NodeIndex:
             self._moved(node, old, ())
             return
         if pod.frac_devices:
-            share = pod.gpu_milli_on(node) // pod.frac_devices
+            share = pod.device_share(node)
             for k, d in enumerate(devices):
                 if node.dev_used[d] == 0:
                     node.idle -= 1
@@ -227,7 +227,7 @@ class NodeIndex:
                     freed += 1
             node.idle = old + freed
         elif pod.frac_devices:
-            share = pod.gpu_milli_on(node) // pod.frac_devices
+            share = pod.device_share(node)
             for d in devices:
                 node.dev_used[d] -= share
                 if node.dev_used[d] <= 0:
@@ -248,7 +248,7 @@ class NodeIndex:
         if pod.gpu_whole:
             return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices)
         if pod.frac_devices:
-            share = pod.gpu_milli_on(node) // pod.frac_devices
+            share = pod.device_share(node)
             return all(node.dev_used[d] + share <= 1000 for d in devices)
         return True
 
