@@ -80,3 +80,28 @@ def test_close_finishes_what_was_sent_and_refuses_more() -> None:
     assert sorted(seen) == list(range(30)) and all(t.done() for t in tickets)
     with pytest.raises(RuntimeError):
         pool.submit(record, 0)
+
+
+def _pool_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"{name}_")]
+
+
+def test_threads_start_with_the_calls_up_to_the_count() -> None:
+    """No thread before the first call (a standby replica sends nothing and holds none); at most one more per call,
+    never more than ``workers``; close ends them all."""
+    pool = SendPool(3, "lazy-pool")
+    gate = threading.Event()
+    try:
+        assert _pool_threads("lazy-pool") == []
+        tickets = [pool.submit(lambda _: gate.wait(5.0), None)]
+        assert len(_pool_threads("lazy-pool")) == 1
+        tickets.append(pool.submit(lambda _: gate.wait(5.0), None))
+        assert len(_pool_threads("lazy-pool")) == 2
+        tickets += [pool.submit(lambda _: gate.wait(5.0), None) for _ in range(5)]
+        assert len(_pool_threads("lazy-pool")) == 3
+        gate.set()
+        assert all(t.result() for t in tickets)
+    finally:
+        gate.set()
+        pool.close()
+    assert _pool_threads("lazy-pool") == []

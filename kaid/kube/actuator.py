@@ -119,22 +119,34 @@ class SendPool:
     its Future per call (a Condition and an RLock each, two locks to submit, a semaphore per worker's turn): a
     streamed cycle hands its binds over one job at a time from its deciding thread (bench_kube's backlog: 3,548
     binds, about 15 us each on that thread before). A call is a tuple put on one queue; a ticket is waited for
-    through one condition, notified when a ticket someone waits for is done."""
+    through one condition, notified when a ticket someone waits for is done. A thread starts with each of the first
+    ``workers`` calls, not before: a standby replica, which sends nothing, holds none."""
 
     def __init__(self, workers: int, name: str) -> None:
         self._queue: queue.SimpleQueue[tuple[Ticket[Any], Callable[[Any], Any], Any] | None] = queue.SimpleQueue()
         self._cond = threading.Condition(threading.Lock())
-        self._threads = [threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(workers)]
+        self._workers = workers
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._starting = threading.Lock()  # (starting a thread, and close)
         self._closed = False
-        for t in self._threads:
-            t.start()
 
     def submit(self, fn: Callable[[T], R], arg: T) -> Ticket[R]:
         if self._closed:
             raise RuntimeError("the pool is closed")
         ticket: Ticket[R] = Ticket(self)
         self._queue.put((ticket, fn, arg))
+        if len(self._threads) < self._workers:
+            self._start_one()
         return ticket
+
+    def _start_one(self) -> None:
+        with self._starting:
+            if len(self._threads) >= self._workers or self._closed:
+                return
+            t = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+            t.start()
+            self._threads.append(t)
 
     def map(self, fn: Callable[[T], R], args: Iterable[T]) -> Iterator[R]:
         """``fn`` of each, sent at once; the results in the order of ``args``."""
@@ -163,10 +175,12 @@ class SendPool:
 
     def close(self) -> None:
         """Every call sent is done, the threads end."""
-        self._closed = True
-        for _ in self._threads:
+        with self._starting:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
             self._queue.put(None)
-        for t in self._threads:
+        for t in threads:
             t.join()
 
 
