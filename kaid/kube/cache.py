@@ -215,7 +215,8 @@ class Informer:
                 self.items[key] = obj
         for sub in self.subscribers:
             sub.event(self.res.kind, kind == "DELETED", obj)
-        self.changed.set()
+        if not self.changed.is_set():  # (setting it takes a lock and wakes no one when it is set: once per event)
+            self.changed.set()
         for listener in self.listeners:
             listener(obj)
 

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr
 from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
@@ -153,15 +153,52 @@ class _Connection:
         """The body of the answer ``begin`` read the head of, in pieces as they arrive (a watch's events as the
         server sends them; a list's items while the server still encodes the rest)."""
         if framing == "chunked":
-            while size := int(self._until(b"\r\n").split(b";", 1)[0], 16):
-                yield from self._upto(size)
-                self._exactly(2)  # the chunk's CRLF
-            while self._until(b"\r\n"):  # trailers, up to an empty line
-                pass
+            yield from self._chunks()
         elif isinstance(framing, int):
             yield from self._upto(framing)
         elif framing == "to-end":
             yield self._to_end()
+
+    def _chunks(self) -> Iterator[bytes]:
+        """A chunked body's chunks, each whole when it is all in (a watch's event is one chunk), else in the pieces
+        it arrives in. Read from the buffer at an offset: a loaded reader finds many events in one read, and
+        cutting the buffer's head off per chunk copied the rest of it each time."""
+        buf, pos = self.buf, 0
+        try:
+            while True:
+                while (end := buf.find(b"\r\n", pos)) < 0:
+                    if len(buf) - pos > 1 << 20:
+                        raise ValueError("an answer of the API server with a chunk size line that never ends")
+                    buf, pos = buf[pos:] + self._recv(), 0
+                size = int(buf[pos:end].split(b";", 1)[0], 16)
+                pos = end + 2
+                if not size:
+                    break
+                while size:
+                    if pos >= len(buf):
+                        buf, pos = self._recv(), 0
+                    take = min(size, len(buf) - pos)
+                    piece = buf[pos:pos + take]
+                    pos += take
+                    size -= take
+                    yield piece
+                while len(buf) - pos < 2:  # the chunk's CRLF
+                    buf, pos = buf[pos:] + self._recv(), 0
+                pos += 2
+            while True:  # trailers, up to an empty line
+                while (end := buf.find(b"\r\n", pos)) < 0:
+                    buf, pos = buf[pos:] + self._recv(), 0
+                line, pos = buf[pos:end], end + 2
+                if not line:
+                    break
+        finally:
+            self.buf = buf[pos:]
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the API server closed the connection without a whole answer")
+        return chunk
 
     def _upto(self, size: int) -> Iterator[bytes]:
         """The next ``size`` bytes, in the pieces they arrive in."""
@@ -173,10 +210,7 @@ class _Connection:
             yield piece
 
     def _fill(self) -> None:
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the API server closed the connection without a whole answer")
-        self.buf += chunk
+        self.buf += self._recv()
 
     def _until(self, mark: bytes) -> bytes:
         while (end := self.buf.find(mark)) < 0:
@@ -193,13 +227,7 @@ class _Connection:
         return out
 
     def _chunked(self) -> bytes:
-        parts: list[bytes] = []
-        while size := int(self._until(b"\r\n").split(b";", 1)[0], 16):
-            parts.append(self._exactly(size))
-            self._exactly(2)  # the chunk's CRLF
-        while self._until(b"\r\n"):  # trailers, up to an empty line
-            pass
-        return b"".join(parts)
+        return b"".join(self._chunks())
 
     def _to_end(self) -> bytes:
         parts = [self.buf]
@@ -471,15 +499,20 @@ class KubeClient:
         without ``metadata.managedFields``, as a list's items do."""
         params = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
-        buf = b""
+        rest = b""  # the start of an event whose end has not come yet
         for piece in self._stream(f"{path}?{urlencode(params)}", timeout_seconds + 30):
-            buf += piece
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                if line.strip():
-                    event = loads(without_managed_fields(line.decode()))
+            if rest:  # (as a rule each piece is one whole event: an HTTP chunk, which the API server writes per event)
+                piece, rest = rest + piece, b""
+            start = 0
+            while (end := piece.find(b"\n", start)) >= 0:
+                line = piece[start:end]
+                start = end + 1
+                if line.strip():  # cut and decoded as bytes: orjson reads UTF-8 itself
+                    event = loads(without_managed_fields(line))
                     _drop_managed_fields(event.get("object"))
                     yield event
+            if start < len(piece):
+                rest = piece[start:]
 
 
 def _tls_context(ca_file: str | None, cert_file: str | None, key_file: str | None, verify: bool) -> ssl.SSLContext:
@@ -553,10 +586,12 @@ def _error(status: int, reason: str, answer: bytes) -> ApiError:
     return ApiError(status, str(payload.get("reason") or reason), payload)
 
 
-_MANAGED_FIELDS = ',"managedFields":['
+# the marks ``without_managed_fields`` looks for, in text and in bytes (a watch's events are cut before decoding)
+_MARKS: dict[type, tuple[Any, Any, Any, Any]] = {str: (',"managedFields":[', '"spec":', ']},', '['),
+                                                 bytes: (b',"managedFields":[', b'"spec":', b']},', b'[')}
 
 
-def without_managed_fields(text: str) -> str:
+def without_managed_fields(text: AnyStr) -> AnyStr:
     """``text`` (JSON, possibly cut short) without the ``managedFields`` of its objects' metadata, cut out
     before decoding: a third of a pod's bytes that nothing in kai reads (kube-scheduler's informers drop
     them too). Cut only where the API server writes them for built-in kinds, last in ``metadata`` with
@@ -564,24 +599,25 @@ def without_managed_fields(text: str) -> str:
     hold objects only). A quote inside a JSON string is always escaped, so neither marker can occur in a
     string; anywhere else, or not all in yet, nothing is cut, and ``_drop_managed_fields`` removes them
     once decoded."""
-    found = text.find(_MANAGED_FIELDS)
+    managed, spec_mark, close, bracket = _MARKS[type(text)]
+    found = text.find(managed)
     if found < 0:
         return text
-    parts: list[str] = []
+    parts: list[AnyStr] = []
     copied = 0
     while found >= 0:
-        spec = text.find('"spec":', found)
+        spec = text.find(spec_mark, found)
         if spec < 0:
             break  # the rest has not arrived yet
-        start = found + len(_MANAGED_FIELDS)
-        if text.startswith("]},", spec - 3) and text.find("[", start, spec - 3) < 0:
+        start = found + len(managed)
+        if text.startswith(close, spec - 3) and text.find(bracket, start, spec - 3) < 0:
             parts.append(text[copied:found])
             copied = spec - 2  # from "}," on: the metadata closes, spec follows
-        found = text.find(_MANAGED_FIELDS, spec)
+        found = text.find(managed, spec)
     if not parts:
         return text
     parts.append(text[copied:])
-    return "".join(parts)
+    return text[:0].join(parts)
 
 
 def _drop_managed_fields(obj: Any) -> None:
