@@ -2,11 +2,12 @@
 their plain readings, kept here: a moved pod whose old place is on another node is answered without releasing and
 taking again its new place, ``fits_exactly`` reads the pod slot, cpu and memory without ``resource_failure``'s GPU
 checks (it looks at the given devices itself), rollback reads each operation's kind once and charges each job's
-operations at once, and ``pipeline_all`` charges a job's pods at once. Twin sessions on the same objects take the
-same random operations, one through the session, one through the plain readings: every answer and every piece of
-state (nodes, the index's buckets, queues, pods) stays the same, the queues whose versions a rollback or a job's
-pipelining moves are the ones the plain readings' moves, and a rollback to the start gives the state the session
-began with. And the eviction actions decide the same with the plain readings patched in."""
+operations at once, and ``pipeline_all`` and ``evict_all`` charge a job's pods at once. Twin sessions on the same
+objects take the same random operations, one through the session, one through the plain readings: every answer and
+every piece of state (nodes, the index's buckets, queues, pods) stays the same, the queues whose versions a
+rollback, a job's pipelining or a unit's eviction moves are the ones the plain readings' moves, and a rollback to
+the start gives the state the session began with. And the eviction actions decide the same with the plain readings
+patched in."""
 
 from __future__ import annotations
 
@@ -98,8 +99,14 @@ def plain_pipeline_all(self: Session, job: Job, placements: list[tuple[Pod, Node
         self.pipeline(p, n, devices, action, by)
 
 
+def plain_evict_all(self: Session, job: Job, pods: list[Pod], action: str, by: str | None, message: str) -> None:
+    for p in pods:
+        self.evict(p, action, by, message)
+
+
 PLAIN = [(Session, "restore", plain_restore), (Session, "rollback", plain_rollback),
-         (Session, "pipeline_all", plain_pipeline_all), (NodeIndex, "fits_exactly", plain_fits_exactly),
+         (Session, "pipeline_all", plain_pipeline_all), (Session, "evict_all", plain_evict_all),
+         (NodeIndex, "fits_exactly", plain_fits_exactly),
          (scenario, "_away_from_rest", plain_away_from_rest)]
 
 
@@ -165,7 +172,8 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
     assert _state(plain) == start
     marks = [0]
     for _ in range(data.draw(st.integers(1, 25))):
-        what = data.draw(st.sampled_from(["evict", "place", "gang", "restore", "restore", "mark", "rollback"]))
+        what = data.draw(st.sampled_from(["evict", "unit", "place", "gang", "restore", "restore", "mark",
+                                          "rollback"]))
         pods = sorted(fast.snap.pods, key=lambda p: p.key)
         twin = {p.key: p for p in plain.snap.pods}
         if what == "evict":
@@ -175,6 +183,21 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
                 p = data.draw(st.sampled_from(running))
                 fast.evict(p, "reclaim", None, "")
                 plain.evict(twin[p.key], "reclaim", None, "")
+        elif what == "unit":  # some of a job's running pods, evicted one by one in the plain session, at once in the
+            # other (``evict_all``)
+            jobs = sorted({p.job.key for p in pods if p.job is not None and p.node and p.status in (
+                PodStatus.RUNNING, PodStatus.BOUND, PodStatus.PIPELINED, PodStatus.ALLOCATED)})
+            if jobs:
+                job = plain.snap.jobs[data.draw(st.sampled_from(jobs))]
+                names = [p.key for p in sorted(job.pods, key=lambda p: p.key) if p.node and p.status in (
+                    PodStatus.RUNNING, PodStatus.BOUND, PodStatus.PIPELINED, PodStatus.ALLOCATED)]
+                chosen = data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
+                versions = _versions(fast), _versions(plain)
+                for k in chosen:
+                    plain.evict(twin[k], "reclaim", job.key, "unit")
+                mine = {p.key: p for p in fast.snap.pods}
+                fast.evict_all(fast.snap.jobs[job.key], [mine[k] for k in chosen], "reclaim", job.key, "unit")
+                assert _moved(versions[0], fast) == _moved(versions[1], plain)
         elif what == "place":
             waiting = [p for p in pods if p.status in (PodStatus.PENDING, PodStatus.EVICTED)]
             if waiting:

@@ -6,7 +6,6 @@ the pending job is placed. What is left evicted must then pass the action's rule
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -133,12 +132,9 @@ def evict(session: Session, att: Attempt, units: list[Unit]) -> None:
     """Evict the pods of ``units`` not evicted yet, each with its unit's message (worked out only for a unit with
     such a pod: a partial job's simulations begin with its recorded victims, evicted already, ``by_node``)."""
     for u in units:
-        message: str | None = None
-        for p in u.pods:
-            if p.status != _EVICTED:
-                if message is None:
-                    message = att.message(u)
-                session.evict(p, att.action, att.job.key, message)
+        pods = [p for p in u.pods if p.status != _EVICTED]
+        if pods:
+            session.evict_all(u.job, pods, att.action, att.job.key, att.message(u))
 
 
 def simulate(session: Session, att: Attempt, units: list[Unit], feasible: bytearray | None) -> Outcome | None:
@@ -353,7 +349,9 @@ def turns(order: ByQueue, involved: list[Job]) -> Iterator[Job]:
     involved jobs comes next; once those left all wait in one leaf queue, they come in that queue's order (a leaf
     hands out its jobs in the order they were pushed) without the pops before them."""
     left = {id(j) for j in involved}
-    leaves = Counter(j.queue for j in involved)
+    leaves: dict[str, int] = {}  # queue -> its involved jobs not handed out yet (a Counter cost more to make)
+    for j in involved:
+        leaves[j.queue] = leaves.get(j.queue, 0) + 1
     while left:
         if len(leaves) == 1:
             (queue,) = leaves

@@ -229,6 +229,29 @@ class Session:
         self.ops.append(op)
         self._evicts.setdefault(id(pod), []).append(op)
 
+    def evict_all(self, job: Job, pods: list[Pod], action: str, by: str | None, message: str) -> None:
+        """``evict`` each of ``pods`` (of ``job``) in order, with what they held given back by the job's queue at once
+        (a victim unit's pods, evicted in every scenario that names it: bench_victims, 801 pods a first-fit cycle)."""
+        nodes, journal, index, ops, evicts = self.snap.node_by_name, self._journal, self.index, self.ops, self._evicts
+        g = c = m = 0
+        for pod in pods:
+            node = nodes[pod.node or ""]
+            op = Op(_EVICT, pod, node, pod.devices, action, by, message, pod.status, pod.node, pod.devices)
+            if journal is not None:
+                journal.pod(pod)
+            index.release(node, pod, pod.devices, planning=True)
+            if pod.job is job:
+                g += pod.gpu_milli_on(node)
+                c += pod.cpu
+                m += pod.mem
+            else:  # (not the job's: charged on its own)
+                self._charge(pod, node, -1)
+            pod.status = _EVICTED
+            ops.append(op)
+            evicts.setdefault(id(pod), []).append(op)
+        if pods and (q := self.snap.queues.get(job.queue)) is not None:
+            charge(q, (-g, -c, -m), not job.preemptible)
+
     def placed_this_cycle(self, pod: Pod) -> bool:
         """Whether the pod's latest eviction took it from a place allocate gave it in this cycle."""
         stack = self._evicts.get(id(pod))
