@@ -2,7 +2,9 @@
 (``Rules.candidate_queue``: reclaim and preempt say no to some queues) and changes no decision: ``candidate_queue``
 says no only where ``candidate`` says no to every job of the queue, and on random clusters and several cycles the
 decisions are those of the plain reading, which lines up every queue of the pool and asks ``candidate`` of each
-of its jobs (issue 15: the filter read every running job of the cluster per search)."""
+of its jobs (issue 15: the filter read every running job of the cluster per search; and reclaim's
+``Rules.queue_only``, which asks nothing more of the jobs of the queues the filter kept, is off in the plain
+reading)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from hypothesis import event, given
 
 from kaid.actions import evictions
 from kaid.actions.evictions import Pool, Rules
+from kaid.actions.reclaim import ReclaimRules
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
 from tests.equivalence import assert_same_decisions
@@ -39,5 +42,5 @@ def test_queue_filter_decides_as_every_job(case: Case) -> None:
         return queues
 
     assert_same_decisions(lambda: decisions_over(case, 4), [(evictions.Pool, "queues", checked)],
-                          [(evictions.Pool, "queues", every_queue)])
+                          [(evictions.Pool, "queues", every_queue), (ReclaimRules, "queue_only", False)])
     event(f"jobs left unread by the queue filter: {'some' if refused[0] else 'none'}")

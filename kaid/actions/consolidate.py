@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kaid.actions.evictions import SILENT, evict_for_pending
 from kaid.actions.limits import limit_violation
@@ -30,6 +31,7 @@ class ConsolidateRules:
     split_by_node: bool = True
     moves: bool = True
     by_node: bool = False
+    queue_only: ClassVar[bool] = False
     shared: list[Pod] | None = None  # ``_devices_possible``'s shared-GPU pods, worked out once per action
     # (len(session.ops), the GPUs idle or being released then, in milli-GPUs: ``free_gpus``)
     free: tuple[int, int] = (-1, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
 from kaid.actions.reclaimable import within
@@ -25,6 +26,7 @@ class PreemptRules:
     split_by_node: bool = False
     moves: bool = False
     by_node: bool = True
+    queue_only: ClassVar[bool] = False  # (and a lower priority)
 
     def serves(self, job: Job) -> bool:
         return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
 from kaid.actions.limits import fmt, limit_violation
@@ -27,6 +28,7 @@ class ReclaimRules:
     split_by_node: bool = False
     moves: bool = False
     by_node: bool = True
+    queue_only: ClassVar[bool] = True
     before: Before | None = None
     # victim queue -> its jobs are candidates, this attempt; and id(theirs) -> ``sides_allowed``, this attempt: the
     # leaves under one ``leveled`` victim side share it (each attempt asked it of every leaf holding a candidate, 190

@@ -156,8 +156,17 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     """``len(units_of(job, ...)[0])`` without making the units (nor sorting the pods where it can), less the last
     one where none of its pods is ``useful`` (the units a search draws of a job: ``evictions._search``); for a job
     with sub-groups, from the units themselves. A search that found nothing counts the units it has not drawn for
-    its explanation (``Search.count_rest``): it made every candidate's units to count them."""
-    alive = [p for p in job.pods if p.status in EVICTABLE and not p.releasing]  # ``running``
+    its explanation (``Search.count_rest``): it made every candidate's units to count them. The job's pods are read in
+    one pass (``running`` and whether one is pipelined: a vain search at 4,000 nodes counts 5,943 jobs)."""
+    alive: list[Pod] = []
+    moving = False
+    for p in job.pods:
+        status = p.status
+        if status in EVICTABLE:  # ``running``
+            if not p.releasing:
+                alive.append(p)
+        elif status == _PIPELINED:  # (not EVICTABLE)
+            moving = True
     if not alive:
         return 0
     if job.subgroups:
@@ -167,11 +176,12 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     # ``gangs.eviction_batches`` of one pod set: ``elastic`` single pods (last in task order first), then the rest
     elastic = 0 if n < least else n - max(least, 0)
     batches = elastic + 1 if elastic < n else elastic
-    cut = (min_runtime > 0 and any(now - p.started < min_runtime for p in alive)) or \
-        any(p.status == _PIPELINED for p in job.pods)
+    cut = moving or (min_runtime > 0 and any(now - p.started < min_runtime for p in alive))
     count = batches - 1 if cut else batches  # (a protected or moving job keeps its last batch)
     if not count or useful is None:
         return count
+    if n == 1:  # (most: one pod, the last unit's)
+        return count if useful(alive[0]) else count - 1
     flags = [useful(p) for p in alive]
     if all(flags) or not any(flags):
         return count if flags[0] else count - 1
