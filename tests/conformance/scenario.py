@@ -57,7 +57,7 @@ class NodeSpec:
     name: str
     gpus: int
     cpu_millis: int
-    memory_mb: int
+    memory_mb: float  # an int unless the test asks for less than whole MB (KAI's byte-sized memory tests)
     gpu_memory_mib: int
     labels: dict[str, str]
 
@@ -99,6 +99,7 @@ class TaskSpec:
     subgroup: str | None
     priority: int | None
     node_affinity: tuple[str, ...] = ()  # required node affinity: the node's kai.scheduler/type label is one of these
+    gpus: int | None = None  # this task's own whole-GPU request, replacing the job's gpus_per_task
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ class JobSpec:
     gpus_per_task: float
     gpu_memory_mib: int | None
     cpu_millis: int
-    memory_mb: int
+    memory_mb: float  # an int unless the test asks for less than whole MB (KAI's byte-sized memory tests)
     created_minutes_ago: int
     min_member: int | None
     subgroups: SubGroupSpec | None
@@ -177,6 +178,12 @@ def _only(data: dict[str, Any], allowed: set[str], where: str) -> dict[str, Any]
     return data
 
 
+def _mb(value: Any) -> float:
+    """Memory in MB: an int when whole (the objects read ``1000M``), else the exact fraction (``0.002M``: 2000 B)."""
+    f = float(value)
+    return int(f) if f.is_integer() else f
+
+
 def _amount(data: dict[str, Any]) -> Amount:
     _only(data, {"quota", "limit", "over_quota_weight"}, "queue resource")
     return Amount(float(data["quota"]), float(data["limit"]), float(data["over_quota_weight"]))
@@ -185,7 +192,7 @@ def _amount(data: dict[str, Any]) -> Amount:
 def _node(data: dict[str, Any]) -> NodeSpec:
     _only(data, {"name", "gpus", "cpu_millis", "memory_mb", "gpu_memory_mib", "labels"}, "node")
     return NodeSpec(str(data["name"]), int(data.get("gpus", 0)), int(data.get("cpu_millis", 20_000_000)),
-                    int(data.get("memory_mb", 20_000)), int(data.get("gpu_memory_mib", 100)),
+                    _mb(data.get("memory_mb", 20_000)), int(data.get("gpu_memory_mib", 100)),
                     {str(k): str(v) for k, v in (data.get("labels") or {}).items()})
 
 
@@ -208,11 +215,12 @@ def _subgroups(data: dict[str, Any]) -> SubGroupSpec:
 
 
 def _task(data: dict[str, Any]) -> TaskSpec:
-    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority", "node_affinity"}, "task")
+    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority", "node_affinity", "gpus"}, "task")
     return TaskSpec(str(data["name"]), TaskState(data["state"]), data.get("node"),
                     tuple(str(g) for g in data.get("gpu_groups") or ()), data.get("subgroup"),
                     None if data.get("priority") is None else int(data["priority"]),
-                    tuple(str(n) for n in data.get("node_affinity") or ()))
+                    tuple(str(n) for n in data.get("node_affinity") or ()),
+                    None if data.get("gpus") is None else int(data["gpus"]))
 
 
 def _job(data: dict[str, Any]) -> JobSpec:
@@ -223,7 +231,7 @@ def _job(data: dict[str, Any]) -> JobSpec:
     return JobSpec(
         str(data["name"]), str(data["queue"]), int(data.get("priority", 0)), bool(data["preemptible"]),
         float(data.get("gpus_per_task", 0)), data.get("gpu_memory_mib"), int(data.get("cpu_millis", 1000)),
-        int(data.get("memory_mb", 1000)), int(data.get("created_minutes_ago", 0)),
+        _mb(data.get("memory_mb", 1000)), int(data.get("created_minutes_ago", 0)),
         None if data.get("min_member") is None else int(data["min_member"]),
         _subgroups(data["subgroups"]) if data.get("subgroups") else None,
         TopologyConstraintSpec(str(topo["topology"]), topo.get("required_level"), topo.get("preferred_level"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.conformance.verdict import describe, verdict
 HERE = Path(__file__).resolve().parent
 SHARED, MORE, ACTIONS = HERE / "kai", HERE / "kai-more", HERE / "kai-actions"
 DEVIATIONS = load_deviations()
+SCENARIO_FILE = re.compile(r"[a-z_]+-[0-9]{2,3}\.yaml")  # <category>-<nn>; kai-actions' allocate runs past 99
 
 
 def _dirs() -> list[Path]:
@@ -37,7 +39,7 @@ def _dirs() -> list[Path]:
 def _scenarios() -> list[Any]:
     out = []
     for d in _dirs():
-        for path in sorted(d.glob("*-[0-9][0-9].yaml")):
+        for path in sorted(p for p in d.glob("*-[0-9][0-9]*.yaml") if SCENARIO_FILE.fullmatch(p.name)):
             out.append(pytest.param(path, id=path.stem if d == SHARED else f"{d.name}/{path.stem}"))
     return out
 
@@ -128,7 +130,7 @@ def test_more_restates_no_shared_test() -> None:
 
 def test_actions_files_run_one_action_on_one_session() -> None:
     """kai-actions/ restates KAI's per-action tests: one session, the one action the Go test executes, its raw end."""
-    files = sorted(ACTIONS.glob("*-[0-9][0-9].yaml"))
+    files = sorted(p for p in ACTIONS.glob("*-[0-9][0-9]*.yaml") if SCENARIO_FILE.fullmatch(p.name))
     assert files
     for sc in map(load_scenario, files):
         assert sc.match_mode == MatchMode.RAW_SESSION, sc.id
@@ -138,8 +140,8 @@ def test_actions_files_run_one_action_on_one_session() -> None:
 
 
 def test_actions_fields_reach_the_objects() -> None:
-    """kai-actions' two extra fields become the objects KAI's test utilities make: the PodGroup's preemptionDelay and
-    the pod's required node affinity on the node-name label."""
+    """kai-actions' extra fields become the objects KAI's test utilities make: the PodGroup's preemptionDelay, the
+    pod's required node affinity on the node-name label, a task's own GPU request, memory finer than a MB."""
     sc = load_scenario(ACTIONS / "preempt-29.yaml")
     pgs = {o["metadata"]["name"]: o for o in objects(sc, initial_state(sc)) if o["kind"] == "PodGroup"}
     assert pgs["pending_job0"]["spec"]["preemptionDelay"] == "600s"
@@ -151,3 +153,9 @@ def test_actions_fields_reach_the_objects() -> None:
         {"key": "kai.scheduler/type", "operator": "In", "values": ["unexisting-node-affinity"]}]}]
     nodes = [o for o in objects(sc, initial_state(sc)) if o["kind"] == "Node"]
     assert all(n["metadata"]["labels"]["kai.scheduler/type"] == n["metadata"]["name"] for n in nodes)
+    sc = load_scenario(ACTIONS / "consolidation-05.yaml")  # a task's own whole-GPU request (test util RequiredGPUs)
+    pods = {o["metadata"]["name"]: o for o in objects(sc, initial_state(sc)) if o["kind"] == "Pod"}
+    assert pods["pending_job0-1"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "3"
+    sc = load_scenario(ACTIONS / "allocate-41.yaml")  # memory in bytes: CPUMemory 2000, RequiredMemoryPerTask 750
+    nodes = [o for o in objects(sc, initial_state(sc)) if o["kind"] == "Node"]
+    assert nodes[0]["status"]["allocatable"]["memory"] == "0.002M"

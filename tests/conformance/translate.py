@@ -171,6 +171,8 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
         annotations[c.GPU_MEMORY_ANNOTATION] = str(job.gpu_memory_mib)
     elif _shared(job):
         annotations[c.GPU_FRACTION_ANNOTATION] = f"{job.gpus_per_task:g}"
+    elif task.gpus is not None:  # KAI's test utils: a task's RequiredGPUs replaces the pod's GPU request
+        requests[c.GPU_RESOURCE] = str(task.gpus)
     elif job.gpus_per_task:
         requests[c.GPU_RESOURCE] = str(int(job.gpus_per_task))
     if task.subgroup:
