@@ -227,7 +227,9 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
                 assert _moved(versions[0], fast) == _moved(versions[1], plain)
         elif what == "restore":
             p = data.draw(st.sampled_from(pods))
+            versions = _versions(fast), _versions(plain)
             assert fast.restore(p) == plain_restore(plain, twin[p.key])
+            assert _moved(versions[0], fast) == _moved(versions[1], plain)
         elif what == "mark":
             marks.append(fast.checkpoint())
         else:

@@ -280,14 +280,19 @@ class Session:
                 return False
         elif not index.fits_exactly(evicted.node, pod, evicted.devices):
             return False
-        if placed is not None:
-            self._charge(pod, placed, -1)
         op = Op(_RESTORE, pod, evicted.node, evicted.devices, evicted.action, evicted.by, "", status, pod.node,
                 pod.devices)
         if self._journal is not None:  # (recorded by its eviction already)
             self._journal.pod(pod)
-        self.index.assign(evicted.node, pod, evicted.devices)
-        self._charge(pod, evicted.node, +1)
+        back = evicted.node
+        index.assign(back, pod, evicted.devices)
+        job = pod.job  # (``_charge`` inline: one charge for a moved pod's way back, its move given back with it)
+        if job is not None and (q := self.snap.queues.get(job.queue)) is not None:
+            g = pod.gpu_milli_on(back)
+            if placed is None:
+                charge(q, (g, pod.cpu, pod.mem), not job.preemptible)
+            else:
+                charge(q, (g - pod.gpu_milli_on(placed), 0, 0), not job.preemptible)
         pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices
         self.ops.append(op)
         return True
