@@ -41,6 +41,8 @@ class TaskState(StrEnum):
     STUCK_IN_RELEASING = "StuckInReleasing"
     PIPELINED = "Pipelined"
     BINDING = "Binding"
+    FAILED = "Failed"  # a finished pod (kai-actions' stale-gang tests)
+    SUCCEEDED = "Succeeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,8 @@ class JobSpec:
     topology_constraint: TopologyConstraintSpec | None
     tasks: tuple[TaskSpec, ...]
     preemption_delay_seconds: float | None = None  # PodGroup spec.preemptionDelay
+    stale_for_seconds: float | None = None  # the job has been stale (below its gang minimum) this long already
+    staleness_grace_period_seconds: float | None = None  # PodGroup spec.stalenessGracePeriod
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,7 @@ class Scenario:
     expected_tasks: dict[str, Expectation]
     max_per_round: MaxPerRound
     notes: tuple[str, ...] = field(default=())
+    stale_gang_grace_seconds: float = 0.0  # the session's default staleness grace period (FORMAT.md: 0)
 
     @property
     def id(self) -> str:
@@ -176,6 +181,10 @@ def _only(data: dict[str, Any], allowed: set[str], where: str) -> dict[str, Any]
     if unknown:
         raise ScenarioFormatError(f"{where}: unknown keys {sorted(unknown)}")
     return data
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _mb(value: Any) -> float:
@@ -226,7 +235,7 @@ def _task(data: dict[str, Any]) -> TaskSpec:
 def _job(data: dict[str, Any]) -> JobSpec:
     _only(data, {"name", "queue", "priority", "preemptible", "gpus_per_task", "gpu_memory_mib", "cpu_millis",
                  "memory_mb", "created_minutes_ago", "min_member", "subgroups", "topology_constraint", "tasks",
-                 "preemption_delay_seconds"}, "job")
+                 "preemption_delay_seconds", "stale_for_seconds", "staleness_grace_period_seconds"}, "job")
     topo = data.get("topology_constraint")
     return JobSpec(
         str(data["name"]), str(data["queue"]), int(data.get("priority", 0)), bool(data["preemptible"]),
@@ -237,7 +246,8 @@ def _job(data: dict[str, Any]) -> JobSpec:
         TopologyConstraintSpec(str(topo["topology"]), topo.get("required_level"), topo.get("preferred_level"))
         if topo else None,
         tuple(_task(t) for t in data["tasks"]),
-        None if data.get("preemption_delay_seconds") is None else float(data["preemption_delay_seconds"]))
+        _seconds(data.get("preemption_delay_seconds")), _seconds(data.get("stale_for_seconds")),
+        _seconds(data.get("staleness_grace_period_seconds")))
 
 
 def _expectation(data: dict[str, Any]) -> Expectation:
@@ -251,7 +261,8 @@ def load_scenario(path: Path) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioFormatError(f"{path.name}: not a mapping")
     _only(data, {"name", "category", "source", "source_line", "actions", "match_mode", "rounds",
-                 "rounds_after_match", "nodes", "topologies", "queues", "jobs", "expected", "notes"}, path.name)
+                 "rounds_after_match", "nodes", "topologies", "queues", "jobs", "expected", "notes",
+                 "stale_gang_grace_seconds"}, path.name)
     expected = _only(data["expected"], {"jobs", "tasks", "max_per_round"}, f"{path.name} expected")
     mpr = expected.get("max_per_round") or {}
     return Scenario(
@@ -263,4 +274,4 @@ def load_scenario(path: Path) -> Scenario:
         {str(k): _expectation(v) for k, v in (expected.get("jobs") or {}).items()},
         {str(k): _expectation(v) for k, v in (expected.get("tasks") or {}).items()},
         MaxPerRound(int(mpr.get("binds", 0)), int(mpr.get("evictions", 0)), int(mpr.get("pipelines", 0))),
-        tuple(data.get("notes") or ()))
+        tuple(data.get("notes") or ()), float(data.get("stale_gang_grace_seconds") or 0.0))

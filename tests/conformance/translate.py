@@ -32,6 +32,7 @@ RUNNING_FOR = 60.0  # jobs running in the input started this long before the fir
 STUCK_FOR = 600.0  # a StuckInReleasing pod was deleted this long ago (KAI's threshold is 2 minutes)
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 TASK_PRIORITY_LABEL = "kai.scheduler/task-priority"
+FINISHED = {TaskState.FAILED: "Failed", TaskState.SUCCEEDED: "Succeeded"}  # a finished pod's phase
 NODE_TYPE_LABEL = "kai.scheduler/type"  # KAI's test utils set it to the node name (files with node_affinity list it)
 ACTIONS = {"allocate": "allocate", "consolidation": "consolidate", "reclaim": "reclaim", "preempt": "preempt",
            "stalegangeviction": "stale-gang"}
@@ -70,7 +71,7 @@ def harness_config(sc: Scenario) -> SchedulerConfig:
     no cap on victims, binpack for GPUs and CPUs, and no cap on the victim searches or their scenarios."""
     return SchedulerConfig(
         actions=tuple(ACTIONS[a] for a in sc.actions),
-        staleGangGraceSeconds=0.0,
+        staleGangGraceSeconds=sc.stale_gang_grace_seconds,
         maxConsolidationMoves=1_000_000,
         maxVictimSearches=1_000_000,
         maxVictimScenarios=1_000_000,
@@ -154,9 +155,14 @@ def _podgroup(job: JobSpec) -> Obj:
             {"preferredTopologyLevel": tc.preferred_level} if tc.preferred_level else {})}
     if job.preemption_delay_seconds is not None:
         spec["preemptionDelay"] = f"{job.preemption_delay_seconds:g}s"
+    if job.staleness_grace_period_seconds is not None:
+        spec["stalenessGracePeriod"] = f"{job.staleness_grace_period_seconds:g}s"
     created = T0 - 60.0 * job.created_minutes_ago
-    return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
-            "metadata": {"name": job.name, "namespace": NAMESPACE, "creationTimestamp": iso(created)}, "spec": spec}
+    meta: Obj = {"name": job.name, "namespace": NAMESPACE, "creationTimestamp": iso(created)}
+    if job.stale_for_seconds is not None:  # KAI's test util StaleDuration: stale since that long before the session
+        meta["annotations"] = {c.STALE_SINCE_ANNOTATION: iso(T0 - job.stale_for_seconds)}
+    return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup", "metadata": meta,
+            "spec": spec}
 
 
 def _shared(job: JobSpec) -> bool:
@@ -191,7 +197,11 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "In", "values": list(task.node_affinity)}]}]}}}
     status: Obj = {"phase": "Pending"}
-    if st.state != TaskState.PENDING and st.node:
+    if st.state in FINISHED:  # a finished pod, on a node or not (KAI's test utils leave some without one)
+        status = {"phase": FINISHED[st.state]}
+        if st.node:
+            spec["nodeName"] = st.node
+    elif st.state != TaskState.PENDING and st.node:
         spec["nodeName"] = st.node
         status = {"phase": "Running", "startTime": iso(st.started if st.started is not None else T0)}
         if st.state == TaskState.RELEASING:
