@@ -20,6 +20,8 @@ from kaid.actions.session import Session, Vec, VictimStats
 from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, count_units, link, part_of, units_of
 from kaid.api.config import Action
+from kaid.api.meta import format_time
+from kaid.model.jobs import delay_end
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
 from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
 from kaid.placement import gang
@@ -248,7 +250,17 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         _replay(session, rules.action, known, misses)  # the same world, every search in vain: the same again
         return
     roles = Roles.of(session)
-    pending = [j for j in roles.waiting() if rules.serves(j)]
+    pending = []
+    for j in roles.waiting():
+        if not rules.serves(j):
+            continue
+        why = delayed(j, session.snap.now)
+        if why is not None:  # (KAI's input_jobs: not an eviction trigger yet; said once, remembered as a miss)
+            _say_once(session, j, why)
+            if misses is not None:
+                misses[j.key] = Miss(0, (why,))
+            continue
+        pending.append(j)
     order = job_order(session, pending, keys=roles.keys_of(pending), request=roles.asked(session))
     searches = 0
     failed: set[tuple[object, ...]] = set()
@@ -295,12 +307,37 @@ def _replay(session: Session, action: str, known: dict[str, Miss], misses: dict[
     """An action whose every search was in vain last cycle, in the same world: its searches' reasons said again in
     the order they were searched, without walking the pending jobs."""
     jobs = session.snap.jobs
+    delay = ReasonCode.PREEMPTION_DELAY_NOT_ELAPSED
     for key, miss in known.items():
         for reason in miss.said:
-            session.say(jobs[key], reason)
+            if reason.code == delay:
+                _say_once(session, jobs[key], reason)
+            else:
+                session.say(jobs[key], reason)
         misses[key] = miss
     assert session.recall is not None
     session.recall.after.vain.add(action)
+
+
+def delayed(job: Job, now: float) -> Reason | None:
+    """Why the job may not evict anyone now (within its preemption delay, KAI's ``IsWithinPreemptionDelay``), or
+    None."""
+    end = delay_end(job)
+    if end is None or now >= end:
+        return None
+    until = format_time(end)
+    return Reason(ReasonCode.PREEMPTION_DELAY_NOT_ELAPSED,
+                  f"its PodGroup's preemptionDelay ({job.preemption_delay:g}s, from its creation or its last "
+                  f"eviction, whichever is later) has not elapsed: it may not evict other workloads before {until}; "
+                  "until then it runs only on free resources",
+                  {"preemptionDelaySeconds": job.preemption_delay, "until": until})
+
+
+def _say_once(session: Session, job: Job, reason: Reason) -> None:
+    """``session.say`` unless the job was told a reason of this code already (KAI records the delay's fit error once
+    per job, whichever eviction action meets it first)."""
+    if all(r.code != reason.code for r in session.reasons.get(job.key, ())):
+        session.say(job, reason)
 
 
 def _recall(session: Session, action: str) -> tuple[dict[str, Miss], dict[str, Miss] | None, bool]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from kaid.actions.carried import Facts
 from kaid.api.config import Action, SchedulerConfig
 from kaid.model.fingerprint import job_fields, labels_of, node_fields, pod_fields
+from kaid.model.jobs import delay_end
 from kaid.model.objects import Reason, Snapshot
 from kaid.model.vocabulary import PodStatus
 
@@ -131,10 +132,16 @@ def _written(snap: Snapshot, guarded: set[str]) -> tuple[object, ...]:
 
 def horizon(snap: Snapshot, stuck_after: float) -> float:
     """The first moment after ``snap.now`` at which the clock changes what a search reads: a running pod's
-    min-runtime protection (reclaim's or preempt's, the nearest queue on its path that sets one) running out, or a
-    releasing pod becoming stuck (``stuck_after`` seconds after its deletion)."""
+    min-runtime protection (reclaim's or preempt's, the nearest queue on its path that sets one) running out, a
+    releasing pod becoming stuck (``stuck_after`` seconds after its deletion), or a job's preemption delay ending
+    (``delay_end``: from then on it may evict)."""
     now = snap.now
     until = NEVER
+    for job in snap.jobs.values():
+        if job.preemption_delay is not None:
+            end = delay_end(job)
+            if end is not None and end > now:
+                until = min(until, end)
     protect: dict[str, tuple[float, ...]] = {}  # queue -> the protections its running pods have (none: not kept)
     for q in snap.queues.values():
         runtimes = []

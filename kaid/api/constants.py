@@ -84,6 +84,9 @@ PIPELINED_NODE_ANNOTATION: Final = "kai.scheduler/pipelined-node"
 PIPELINED_ACTION_ANNOTATION: Final = "kai.scheduler/pipelined-action"
 # Written by kai on a PodGroup when its running pods fall below minMember (RFC 3339 time).
 STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
+# KAI's on a PodGroup whose pods were evicted (RFC 3339 time): its preemptionDelay counts from then, if later than its
+# creation (kai reads it; it does not write it yet: docs/compatibility-deviations.yaml)
+LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"
 
 # Topology.
 TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"

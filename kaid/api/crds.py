@@ -95,6 +95,10 @@ class PodGroupSpec(_Spec):
     stalenessGracePeriod: str | None = Field(
         None, description="How long a running gang may stay below minMember; negative means never evict."
     )
+    preemptionDelay: str | None = Field(
+        None, description="How long the PodGroup must wait, from its creation or its last eviction (whichever is "
+                          "later), before it may evict other workloads (reclaim, preempt, consolidate)."
+    )
 
     @model_validator(mode="after")
     def _subgroup_tree(self) -> PodGroupSpec:
@@ -117,7 +121,7 @@ class PodGroupSpec(_Spec):
                 at = parent[at]
         return self
 
-    @field_validator("stalenessGracePeriod")
+    @field_validator("stalenessGracePeriod", "preemptionDelay")
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:

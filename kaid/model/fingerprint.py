@@ -44,7 +44,8 @@ def job_fields(j: Job, pods: tuple[str, ...]) -> tuple[object, ...]:
     """A job's fields with the keys of its pods, in its order."""
     return (j.key, j.queue, j.min_member, j.min_subgroup, j.priority, j.priority_class, j.preemptible,
             j.preempt_never, j.preemptibility, j.created, len(j.errors), j.topology, j.required_level,
-            j.preferred_level, j.stale_grace, j.stale_since, repr(j.subgroups), j.request_milli, pods)
+            j.preferred_level, j.stale_grace, j.stale_since, repr(j.subgroups), j.request_milli, j.preemption_delay,
+            j.last_eviction, pods)
 
 
 @dataclass

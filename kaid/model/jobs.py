@@ -45,6 +45,7 @@ class _SpecReading:
     min_subgroup: int | None
     topology: tuple[str | None, str | None, str | None] | None  # topology, required level, preferred level
     stale_grace: float | None
+    preemption_delay: float | None
 
 
 _READINGS: dict[str, _SpecReading | str] = {}  # a spec as written -> its reading, or why it is invalid
@@ -68,7 +69,8 @@ def _read_spec(spec: Any) -> _SpecReading | str:
             valid.minMember, valid.queue or "", valid.priorityClassName or "", valid.preemptibility,
             tuple(s.model_dump() for s in valid.subGroups), valid.minSubGroup,
             None if tc is None else (tc.topology, tc.requiredTopologyLevel, tc.preferredTopologyLevel),
-            None if valid.stalenessGracePeriod is None else parse_duration(valid.stalenessGracePeriod))
+            None if valid.stalenessGracePeriod is None else parse_duration(valid.stalenessGracePeriod),
+            None if valid.preemptionDelay is None else parse_duration(valid.preemptionDelay))
     if len(_READINGS) >= _READINGS_KEPT:
         _READINGS.clear()
     _READINGS[key] = known
@@ -99,9 +101,25 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
         job.topology, job.required_level, job.preferred_level = spec.topology
     if spec.stale_grace is not None:
         job.stale_grace = spec.stale_grace
+    if spec.preemption_delay is not None and spec.preemption_delay > 0:  # (KAI: none, or not positive, is no delay)
+        job.preemption_delay = spec.preemption_delay
     anns = m.get("annotations")
-    if isinstance(anns, dict) and c.STALE_SINCE_ANNOTATION in anns:
-        job.stale_since = meta.parse_time(anns[c.STALE_SINCE_ANNOTATION]) or None
+    if isinstance(anns, dict):
+        if c.STALE_SINCE_ANNOTATION in anns:
+            job.stale_since = meta.parse_time(anns[c.STALE_SINCE_ANNOTATION]) or None
+        if c.LAST_EVICTION_ANNOTATION in anns:  # (KAI: one it cannot parse is none)
+            job.last_eviction = meta.parse_time(anns[c.LAST_EVICTION_ANNOTATION]) or None
+
+
+def delay_end(job: Job) -> float | None:
+    """When the job may first evict others (KAI's ``PreemptionDelayEnd``): its preemptionDelay after its creation or
+    its last eviction, whichever is later; None without a delay."""
+    if job.preemption_delay is None:
+        return None
+    anchor = job.created
+    if job.last_eviction is not None and job.last_eviction > anchor:
+        anchor = job.last_eviction
+    return anchor + job.preemption_delay
 
 
 def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, namespaces: Mapping[str, Obj],

@@ -750,6 +750,7 @@ def _copy_job(j: Job) -> Job:
     new.preferred_level, new.priority, new.priority_class = j.preferred_level, j.priority, j.priority_class
     new.queue, new.raw, new.request_milli, new.required_level = j.queue, j.raw, j.request_milli, j.required_level
     new.stale_grace, new.stale_since, new.subgroups = j.stale_grace, j.stale_since, j.subgroups
+    new.preemption_delay, new.last_eviction = j.preemption_delay, j.last_eviction
     new.topology = j.topology
     new.warnings = list(j.warnings)
     return new

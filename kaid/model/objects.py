@@ -199,6 +199,7 @@ class Job:
         "errors",
         "explicit",
         "key",
+        "last_eviction",
         "min_member",
         "min_subgroup",
         "name",
@@ -207,6 +208,7 @@ class Job:
         "preempt_never",
         "preemptibility",
         "preemptible",
+        "preemption_delay",
         "preferred_level",
         "priority",
         "priority_class",
@@ -241,6 +243,10 @@ class Job:
         self.preferred_level: str | None = None
         self.stale_grace: float | None = None
         self.stale_since: float | None = None
+        # spec.preemptionDelay (seconds; None: none) and the last eviction of its pods (KAI's annotation): it may not
+        # evict anyone before max(created, last eviction) + the delay
+        self.preemption_delay: float | None = None
+        self.last_eviction: float | None = None
         self.subgroups: list[dict[str, Any]] = []  # spec.subGroups: name, minMember, minSubGroup, parent
         self.min_subgroup: int | None = None  # spec.minSubGroup: top-level sub-groups needed (None: all)
         self.explicit = False

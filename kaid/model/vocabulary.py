@@ -121,6 +121,7 @@ class ReasonCode(StrEnum):
     RECLAIM_NOT_POSSIBLE = "ReclaimNotPossible"
     PREEMPT_NOT_POSSIBLE = "PreemptNotPossible"
     PREEMPTION_NEVER = "PreemptionNever"
+    PREEMPTION_DELAY_NOT_ELAPSED = "PreemptionDelayNotElapsed"  # KAI's reason of the same name
     NOT_PLACED_THIS_CYCLE = "NotPlacedThisCycle"
     NOT_EXPLAINED = "NotExplained"
     # why a shared-GPU job waits: its device could not be handed over (kaid.kube.reservations)
