@@ -184,6 +184,15 @@ class SendPool:
             t.join()
 
 
+@dataclass
+class Sending:
+    """Binds sent and not waited for (``Actuator.send_binds``): each with its ticket, and those handed to the
+    SharedBinder (their outcome comes from it)."""
+
+    pairs: list[tuple[Bind, Ticket[str | None]]]
+    reserving: list[Bind]
+
+
 def _split(key: str) -> tuple[str, str]:
     ns, name = key.split("/", 1)
     return ns, name
@@ -279,9 +288,25 @@ class Actuator:
 
     def bind(self, binds: list[Bind], started: list[tuple[Bind, Ticket[str | None]]] | None = None) -> ApplyResult:
         """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
-        out = ApplyResult()
+        return self.answers(self.send_binds(binds, started))
+
+    def send_binds(self, binds: list[Bind], started: list[tuple[Bind, Ticket[str | None]]] | None = None) -> Sending:
+        """Send ``binds`` (``started``: those sent already by ``start_binds``) without waiting: what ``answers``
+        waits for, with the shared-GPU binds handed to the SharedBinder since the last call."""
         pairs = list(started or []) + self.start_binds(binds)
-        out.reserving, self._reserving = self._reserving, []
+        reserving, self._reserving = self._reserving, []
+        return Sending(pairs, reserving)
+
+    def send_rest(self, binds: list[Bind], started: list[tuple[Bind, Ticket[str | None]]]) -> Sending:
+        """``send_binds`` of those of ``binds`` not sent yet (``started``: those a streamed cycle sent, besides the
+        shared-GPU binds handed to the SharedBinder)."""
+        sent = {b.pod for b, _ in started} | {b.pod for b in self._reserving}
+        return self.send_binds([b for b in binds if b.pod not in sent], started)
+
+    def answers(self, sending: Sending) -> ApplyResult:
+        """The binds sent answered (waits), every job checked as a whole."""
+        out = ApplyResult()
+        pairs, out.reserving = sending.pairs, sending.reserving
         binds = [b for b, _ in pairs]
         results = [f.result() for _, f in pairs]
         by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)

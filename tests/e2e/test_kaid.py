@@ -618,8 +618,9 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     """A starting kaid binds the first pending pods while the rest of its pod list is held back, on a view that
     counts a running pod the held list has not delivered yet (it comes last by name): it is seen through the
     separate list of pods on nodes. Neither the first full cycle nor its binds wait for other work: the model
-    reads the lists while the early binds are out, the solver begins to load once that cycle is over, and the
-    PodGroups it made from memory are created once its binds are answered. The daemon runs in this process (a
+    reads the lists while the early binds are out, the first full cycle decides and sends its binds before those
+    are answered, the solver begins to load once that cycle is over, and the PodGroups it made from memory are
+    created once its binds are answered. The daemon runs in this process (a
     thread), with the ServiceAccount's token, so that the hold can be set to 4 pods; its pods list covers this
     test's namespace only."""
     cp = control_plane
@@ -651,18 +652,20 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     lock = threading.Lock()
     binds = {"sent": 0, "answered": 0}
     creations: list[dict[str, int]] = []  # the binds sent and answered when each creation of PodGroups began
+    sends: list[dict[str, int]] = []  # the binds sent (with these) and answered when each was sent
     send, bind_one = daemon.actuator.start_binds, daemon.actuator._bind_one
 
     def counted_send(sent: list[Any]) -> Any:
         with lock:
             binds["sent"] += len(sent)
+            sends.append(dict(binds))
         return send(sent)
 
     def counted_bind(b: Any, patch: Any = None) -> Any:
         # a busy API server: it answers no bind before every list is in, and each takes a while (a creation begun
-        # alongside the binds would begin before they end)
+        # alongside the binds would begin before they end; the early cycle's, 1.5 s: the next cycle's come meanwhile)
         cache.wait_synced(30.0)
-        time.sleep(0.5)
+        time.sleep(1.5 if b.pod in early else 0.5)
         try:
             return bind_one(b, patch)
         finally:
@@ -674,6 +677,7 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
             creations.append(dict(binds))
         return create_podgroups(*args)
 
+    early = {f"{namespace}/p{i:02}" for i in range(4)}
     monkeypatch.setattr(daemon.actuator, "start_binds", counted_send)
     monkeypatch.setattr(daemon.actuator, "_bind_one", counted_bind)
     monkeypatch.setattr(daemon_mod, "create_podgroups", seen_create)
@@ -711,6 +715,8 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     assert len(listed) == 13, "the held list went on to the end once released"
     assert catch_ups[:1] == [{"sent": 4, "answered": 0}], \
         f"the model did not read the lists while the early cycle's binds were out: {catch_ups}"
+    first_full = next(s for s in sends if s["sent"] > 4)
+    assert first_full["answered"] < 4, f"the first full cycle's binds waited for the early cycle's answers: {sends}"
     assert warm_ups == [2], f"the solver began to load after {warm_ups} cycles, not once the first full one was over"
     assert creations and creations[0]["sent"] > 4, creations  # the first full cycle's, after the early 4
     assert all(c["sent"] == c["answered"] for c in creations), \
