@@ -12,6 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kaid.api import constants as c
 from kaid.api import meta
@@ -27,6 +29,7 @@ from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.live import LiveModel
 from kaid.model.objects import Snapshot
+from kaid.model.pods import mark_bound, mark_pipelined
 from kaid.model.vocabulary import PodStatus
 from tests.objects import node, pod, queue
 from tests.test_live_model import Cache, _make, describe
@@ -455,3 +458,56 @@ def test_a_job_whose_podgroup_is_made_from_memory_is_read_once(monkeypatch: pyte
     reads.clear()
     early.catch_up()  # nothing changed: nothing read
     assert reads == []
+
+
+_small = st.text(alphabet="abc-/", max_size=6)
+_maybe_dict = st.one_of(st.none(), st.dictionaries(_small, _small, max_size=3))
+
+
+@st.composite
+def _watched_pods(draw: st.DrawFn) -> Obj:
+    """A pod as the watch cache holds it, any of the parts an assumption writes present or not."""
+    m: Obj = {"name": draw(_small), "namespace": "ns"}
+    for part in ("annotations", "labels"):
+        value = draw(_maybe_dict)
+        if value is not None:
+            m[part] = value
+    if draw(st.booleans()):
+        m["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    out: Obj = {"kind": "Pod", "metadata": m}
+    if draw(st.booleans()):
+        out["spec"] = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}],
+                       **({"nodeName": "n0"} if draw(st.booleans()) else {})}
+    if draw(st.booleans()):
+        out["status"] = {"phase": draw(st.sampled_from(["Pending", "Running"])), "conditions": [{"type": "X"}]}
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_watched_pods(), st.sampled_from(["bound", "evicted", "pipelined"]),
+       st.lists(st.integers(0, 7), max_size=2, unique=True).map(tuple), st.lists(_small, max_size=2).map(tuple))
+def test_an_assumed_pod_reads_as_a_deep_copy_marked_and_leaves_the_cache_s_alone(
+        watched: Obj, kind: str, devices: tuple[int, ...], groups: tuple[str, ...]) -> None:
+    """``Overlay.assumed`` copies only the parts it writes: the pod it returns equals the plain reading (a deep copy,
+    marked), and the watch cache's pod, every part of it, is as it was."""
+    key = meta.object_key(watched)
+    b = Bind(key, "n1", "ns/j", "q", devices, None, 1000, action="reclaim", gpu_groups=groups)
+    overlay = Overlay()
+    if kind == "bound":
+        overlay.bound[key] = (b, NOW)
+    elif kind == "evicted":
+        overlay.evicted[key] = NOW
+    else:
+        overlay.pipelined[key] = (b, NOW)
+    before = copy.deepcopy(watched)
+    plain = copy.deepcopy(watched)
+    got = overlay.assumed(watched)
+    assert watched == before
+    if kind == "bound" and not (plain.get("spec") or {}).get("nodeName"):
+        mark_bound(plain, b.node, b.devices, b.groups)
+        plain.setdefault("status", {})["phase"] = "Running"
+    elif kind == "evicted" and not plain["metadata"].get("deletionTimestamp"):
+        plain["metadata"]["deletionTimestamp"] = meta.format_time(0)
+    elif kind == "pipelined" and not meta.annotation(plain, c.PIPELINED_NODE_ANNOTATION):
+        mark_pipelined(plain, b.node, b.action, b.devices, b.groups)
+    assert got == plain
