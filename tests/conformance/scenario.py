@@ -77,9 +77,17 @@ class QueueSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyConstraintSpec:
+    topology: str
+    required_level: str | None
+    preferred_level: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class PodSetSpec:
     name: str
     min_available: int
+    topology_constraint: TopologyConstraintSpec | None = None  # a sub-group's own (kai-actions' topology tests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,7 @@ class SubGroupSpec:
     pod_sets: tuple[PodSetSpec, ...]
     children: tuple[SubGroupSpec, ...]
     min_subgroup: int | None
+    topology_constraint: TopologyConstraintSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +111,6 @@ class TaskSpec:
     priority: int | None
     node_affinity: tuple[str, ...] = ()  # required node affinity: the node's kai.scheduler/type label is one of these
     gpus: int | None = None  # this task's own whole-GPU request, replacing the job's gpus_per_task
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyConstraintSpec:
-    topology: str
-    required_level: str | None
-    preferred_level: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,13 +216,26 @@ def _queue(data: dict[str, Any]) -> QueueSpec:
                      _amount(data["memory"]), None if rmr is None else float(rmr))
 
 
+def _topology(data: dict[str, Any] | None) -> TopologyConstraintSpec | None:
+    if not data:
+        return None
+    _only(data, {"topology", "required_level", "preferred_level"}, "topology_constraint")
+    return TopologyConstraintSpec(str(data["topology"]), data.get("required_level"), data.get("preferred_level"))
+
+
+def _pod_set(data: dict[str, Any]) -> PodSetSpec:
+    _only(data, {"name", "min_available", "topology_constraint"}, "pod set")
+    return PodSetSpec(str(data["name"]), int(data["min_available"]), _topology(data.get("topology_constraint")))
+
+
 def _subgroups(data: dict[str, Any]) -> SubGroupSpec:
-    _only(data, {"name", "min_subgroup", "pod_sets", "children"}, "subgroups")
+    _only(data, {"name", "min_subgroup", "pod_sets", "children", "topology_constraint"}, "subgroups")
     return SubGroupSpec(
         str(data["name"]),
-        tuple(PodSetSpec(str(p["name"]), int(p["min_available"])) for p in data.get("pod_sets") or []),
+        tuple(_pod_set(p) for p in data.get("pod_sets") or []),
         tuple(_subgroups(c) for c in data.get("children") or []),
-        None if data.get("min_subgroup") is None else int(data["min_subgroup"]))
+        None if data.get("min_subgroup") is None else int(data["min_subgroup"]),
+        _topology(data.get("topology_constraint")))
 
 
 def _task(data: dict[str, Any]) -> TaskSpec:
@@ -243,8 +258,7 @@ def _job(data: dict[str, Any]) -> JobSpec:
         _mb(data.get("memory_mb", 1000)), int(data.get("created_minutes_ago", 0)),
         None if data.get("min_member") is None else int(data["min_member"]),
         _subgroups(data["subgroups"]) if data.get("subgroups") else None,
-        TopologyConstraintSpec(str(topo["topology"]), topo.get("required_level"), topo.get("preferred_level"))
-        if topo else None,
+        _topology(topo),
         tuple(_task(t) for t in data["tasks"]),
         _seconds(data.get("preemption_delay_seconds")), _seconds(data.get("stale_for_seconds")),
         _seconds(data.get("staleness_grace_period_seconds")))

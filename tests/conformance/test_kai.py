@@ -141,7 +141,8 @@ def test_actions_files_run_one_action_on_one_session() -> None:
 
 def test_actions_fields_reach_the_objects() -> None:
     """kai-actions' extra fields become the objects KAI's test utilities make: the PodGroup's preemptionDelay, the
-    pod's required node affinity on the node-name label, a task's own GPU request, memory finer than a MB."""
+    pod's required node affinity on the node-name label, a task's own GPU request, memory finer than a MB, sub-groups'
+    topology constraints."""
     sc = load_scenario(ACTIONS / "preempt-29.yaml")
     pgs = {o["metadata"]["name"]: o for o in objects(sc, initial_state(sc)) if o["kind"] == "PodGroup"}
     assert pgs["pending_job0"]["spec"]["preemptionDelay"] == "600s"
@@ -159,3 +160,11 @@ def test_actions_fields_reach_the_objects() -> None:
     sc = load_scenario(ACTIONS / "allocate-41.yaml")  # memory in bytes: CPUMemory 2000, RequiredMemoryPerTask 750
     nodes = [o for o in objects(sc, initial_state(sc)) if o["kind"] == "Node"]
     assert nodes[0]["status"]["allocatable"]["memory"] == "0.002M"
+    sc = load_scenario(ACTIONS / "allocate-63.yaml")  # sub-groups' own topology constraints, the root's the job's
+    pg = next(o for o in objects(sc, initial_state(sc)) if o["kind"] == "PodGroup")
+    assert pg["spec"]["topologyConstraint"] == {"topology": "cluster-topology",
+                                                "preferredTopologyLevel": "k8s.io/spine"}
+    sub = {g["name"]: g for g in pg["spec"]["subGroups"]}
+    assert sub["subgroup-a"]["topologyConstraint"] == {"topology": "cluster-topology",
+                                                       "preferredTopologyLevel": "k8s.io/rack"}
+    assert "topologyConstraint" not in sub["pod-a-1"]

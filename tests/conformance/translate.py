@@ -22,6 +22,7 @@ from tests.conformance.scenario import (
     SubGroupSpec,
     TaskSpec,
     TaskState,
+    TopologyConstraintSpec,
 )
 
 Obj = dict[str, Any]
@@ -125,12 +126,23 @@ def _priority_class(value: int) -> Obj:
             "value": value}
 
 
+def _constraint(tc: TopologyConstraintSpec | None) -> Obj:
+    """A PodGroup's (or sub-group's) ``topologyConstraint``, as a one-key mapping to merge (empty: none)."""
+    if tc is None:
+        return {}
+    return {"topologyConstraint": {"topology": tc.topology, **(
+        {"requiredTopologyLevel": tc.required_level} if tc.required_level else {}), **(
+        {"preferredTopologyLevel": tc.preferred_level} if tc.preferred_level else {})}}
+
+
 def _flat_subgroups(sg: SubGroupSpec, parent: str | None) -> list[Obj]:
     out: list[Obj] = []
     for ps in sg.pod_sets:
-        out.append({"name": ps.name, "minMember": ps.min_available, **({"parent": parent} if parent else {})})
+        out.append({"name": ps.name, "minMember": ps.min_available, **({"parent": parent} if parent else {}),
+                    **_constraint(ps.topology_constraint)})
     for child in sg.children:
-        entry: Obj = {"name": child.name, **({"parent": parent} if parent else {})}
+        entry: Obj = {"name": child.name, **({"parent": parent} if parent else {}),
+                      **_constraint(child.topology_constraint)}
         if child.min_subgroup is not None:
             entry["minSubGroup"] = child.min_subgroup
         out.append(entry)
@@ -148,11 +160,7 @@ def _podgroup(job: JobSpec) -> Obj:
         spec["minMember"] = 0
     else:
         spec["minMember"] = job.min_member if job.min_member is not None else len(job.tasks)
-    if job.topology_constraint is not None:
-        tc = job.topology_constraint
-        spec["topologyConstraint"] = {"topology": tc.topology, **(
-            {"requiredTopologyLevel": tc.required_level} if tc.required_level else {}), **(
-            {"preferredTopologyLevel": tc.preferred_level} if tc.preferred_level else {})}
+    spec.update(_constraint(job.topology_constraint))
     if job.preemption_delay_seconds is not None:
         spec["preemptionDelay"] = f"{job.preemption_delay_seconds:g}s"
     if job.staleness_grace_period_seconds is not None:
