@@ -228,12 +228,15 @@ def test_a_job_changed_before_the_actions_loses_its_carried_key() -> None:
     """``Roll.changed`` (a pipelined pod put back to pending: its job's elastic state, in its key, may change) drops
     the job's key and reads its facts again."""
     cfg = SchedulerConfig()
-    model, _ = busy_model(cfg, random.Random(5))
-    first = run_cycle(model.snapshot(5000.0), cfg, memory=SearchMemory())
-    assert first.memory is not None
-    snap = model.snapshot(5030.0)
-    roll = Roll.of(snap, first.memory.carried)
-    keyed = [j for j in snap.jobs.values() if id(j) in roll.keys and id(j) not in roll.pending]
+    for seed in range(5, 25):  # (the first busy cluster whose cycle carries the key of a job that does not wait)
+        model, _ = busy_model(cfg, random.Random(seed))
+        first = run_cycle(model.snapshot(5000.0), cfg, memory=SearchMemory())
+        assert first.memory is not None
+        snap = model.snapshot(5030.0)
+        roll = Roll.of(snap, first.memory.carried)
+        keyed = [j for j in snap.jobs.values() if id(j) in roll.keys and id(j) not in roll.pending]
+        if keyed:
+            break
     assert keyed
     job = keyed[0]
     for p in job.pods:

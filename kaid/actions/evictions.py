@@ -631,12 +631,18 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         unit = units.pop(0)
         return (unit if useful(unit) or units else None), bool(units)
 
+    gone: dict[int, set[int]] = {}  # id(victim) -> id(pod) of the units of it handed out so far
+
     def draw() -> Iterator[Unit]:
         while (victim := order.pop()) is not None:
             handed(victim)
             unit, more = next_of(victim)
-            if more:
-                order.push(victim)  # before the unit is handed out (and perhaps evicted)
+            if more:  # (then ``unit`` is the one handed out) what is left of the victim, before the unit is handed
+                # out (and perhaps evicted)
+                assert unit is not None
+                out = gone.setdefault(id(victim), set())
+                out.update(id(p) for p in unit.pods)
+                order.push_rest(victim, *rest_of(victim, out))
             if unit is not None:
                 yield unit
 
@@ -681,6 +687,28 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         protected = sum(pool.units_of(session, j, rules.action)[1] for j in pool.of_queues(session, rules, att)
                         if j is not att.job and rules.candidate(session, att, j))
     return search, protected
+
+
+def rest_of(job: Job, gone: set[int]) -> tuple[JobKey, Vec]:
+    """``job_key`` and ``held_by`` of the job without the pods of ``gone`` (its units handed out): those of KAI's clone
+    of the job with its other tasks (its elastic state counts the active pods left)."""
+    left = [p for p in job.pods if id(p) not in gone and gangs.is_active(p)]
+    if not job.subgroups:
+        n, least = len(left), job.min_member
+        state = gangs.ElasticState.BELOW if n < least else (
+            gangs.ElasticState.EXACT if n == least else gangs.ElasticState.ABOVE)
+    else:
+        state = gangs.ElasticState.EXACT
+        for ps in gangs.gang_of(job).all_pod_sets():
+            n = sum(1 for p in ps.pods if id(p) not in gone and gangs.is_active(p))
+            if n < ps.min_available:
+                state = gangs.ElasticState.BELOW
+                break
+            if n > ps.min_available:
+                state = gangs.ElasticState.ABOVE
+    held = (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in left),
+            sum(p.cpu for p in left), sum(p.mem for p in left))
+    return (-job.priority, int(state), job.created, job.key), held
 
 
 def _victim_order(session: Session,

@@ -167,12 +167,13 @@ class ByQueue:
     _levels: dict[str | None, _Level] = field(default_factory=dict)  # parent's name (None: the roots) -> its level
     # leaf -> per queue from it up: (what its level has touched since last read: ``_Level.stale``, its name, it)
     _paths: dict[str, list[tuple[dict[str, Queue], str, Queue]]] = field(default_factory=dict)
+    _held: dict[int, Vec] = field(default_factory=dict)  # ``frozen``: id(job) -> what it holds (``held``)
 
     def __post_init__(self) -> None:
         self._roots = [q for q in self.queues.values() if q.parent is None]
         if self.frozen:
             self._allocated = {name: list(q.allocated) for name, q in self.queues.items()}
-            held, known = self.held, dict[int, Vec]()
+            held, known = self.held, self._held
 
             def held_then(job: Job) -> Vec:
                 value = known.get(id(job))
@@ -227,6 +228,15 @@ class ByQueue:
         jobs.insert(len(jobs) - at if self.victims else at, job)
         self._touch(queue)
 
+    def push_rest(self, job: Job, key: JobKey, held: Vec) -> None:
+        """``push`` a victim again, as what is left of it (a ``frozen`` victim order: KAI pushes back a clone of the
+        job with its tasks not handed out yet, ``pod_scenario_builder.addNextPotentialVictims``): its key (its
+        elastic state is the rest's) and what it holds are the rest's from now on."""
+        assert self.frozen and self.victims
+        self._job_keys[id(job)] = key
+        self._held[id(job)] = held
+        self.push(job)
+
     def copy(self, request: Callable[[Job], Vec]) -> ByQueue:
         """A serving order of the jobs this one holds, in the same lines, that asks ``request`` what a job asks for
         (for an order none was handed out from: nothing it worked out is copied but the queues' fixed rules)."""
@@ -239,7 +249,7 @@ class ByQueue:
         new.leaves, new._keys, new._given, new._entries = leaves, keys, {}, {}
         new._roots = self._roots  # (read only)
         new._caps, new._rules, new._ties = self._caps, self._rules, self._ties  # (fixed in a cycle)
-        new._allocated, new._job_keys, new._levels, new._paths = None, {}, {}, {}
+        new._allocated, new._job_keys, new._levels, new._paths, new._held = None, {}, {}, {}, {}
         queues, own = self.queues, self._keys
         for name, jobs in self.leaves.items():
             if jobs:
