@@ -131,6 +131,7 @@ class JobSpec:
     preemption_delay_seconds: float | None = None  # PodGroup spec.preemptionDelay
     stale_for_seconds: float | None = None  # the job has been stale (below its gang minimum) this long already
     staleness_grace_period_seconds: float | None = None  # PodGroup spec.stalenessGracePeriod
+    gpu_fraction_devices: int | None = None  # a shared-GPU pod's gpu-fraction-num-devices (devices it spans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +251,8 @@ def _task(data: dict[str, Any]) -> TaskSpec:
 def _job(data: dict[str, Any]) -> JobSpec:
     _only(data, {"name", "queue", "priority", "preemptible", "gpus_per_task", "gpu_memory_mib", "cpu_millis",
                  "memory_mb", "created_minutes_ago", "min_member", "subgroups", "topology_constraint", "tasks",
-                 "preemption_delay_seconds", "stale_for_seconds", "staleness_grace_period_seconds"}, "job")
+                 "preemption_delay_seconds", "stale_for_seconds", "staleness_grace_period_seconds",
+                 "gpu_fraction_devices"}, "job")
     topo = data.get("topology_constraint")
     return JobSpec(
         str(data["name"]), str(data["queue"]), int(data.get("priority", 0)), bool(data["preemptible"]),
@@ -261,7 +263,8 @@ def _job(data: dict[str, Any]) -> JobSpec:
         _topology(topo),
         tuple(_task(t) for t in data["tasks"]),
         _seconds(data.get("preemption_delay_seconds")), _seconds(data.get("stale_for_seconds")),
-        _seconds(data.get("staleness_grace_period_seconds")))
+        _seconds(data.get("staleness_grace_period_seconds")),
+        None if data.get("gpu_fraction_devices") is None else int(data["gpu_fraction_devices"]))
 
 
 def _expectation(data: dict[str, Any]) -> Expectation:

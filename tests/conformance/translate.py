@@ -189,6 +189,8 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
         requests[c.GPU_RESOURCE] = str(task.gpus)
     elif job.gpus_per_task:
         requests[c.GPU_RESOURCE] = str(int(job.gpus_per_task))
+    if job.gpu_fraction_devices is not None:  # KAI's test util RequiredMultiFractionDevicesPerTask
+        annotations[c.GPU_FRACTION_NUM_DEVICES_ANNOTATION] = str(job.gpu_fraction_devices)
     if task.subgroup:
         labels[SUBGROUP_LABEL] = task.subgroup
     if task.priority is not None:
