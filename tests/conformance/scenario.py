@@ -111,6 +111,9 @@ class TaskSpec:
     priority: int | None
     node_affinity: tuple[str, ...] = ()  # required node affinity: the node's kai.scheduler/type label is one of these
     gpus: int | None = None  # this task's own whole-GPU request, replacing the job's gpus_per_task
+    pod_labels: dict[str, str] = field(default_factory=dict)  # the pod's own labels (also its affinity terms' selector)
+    pod_affinity_topology_key: str | None = None  # required pod affinity to pods with pod_labels, within this domain
+    pod_anti_affinity_topology_key: str | None = None  # required pod anti-affinity, likewise
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,12 +243,15 @@ def _subgroups(data: dict[str, Any]) -> SubGroupSpec:
 
 
 def _task(data: dict[str, Any]) -> TaskSpec:
-    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority", "node_affinity", "gpus"}, "task")
+    _only(data, {"name", "state", "node", "gpu_groups", "subgroup", "priority", "node_affinity", "gpus", "pod_labels",
+                 "pod_affinity_topology_key", "pod_anti_affinity_topology_key"}, "task")
     return TaskSpec(str(data["name"]), TaskState(data["state"]), data.get("node"),
                     tuple(str(g) for g in data.get("gpu_groups") or ()), data.get("subgroup"),
                     None if data.get("priority") is None else int(data["priority"]),
                     tuple(str(n) for n in data.get("node_affinity") or ()),
-                    None if data.get("gpus") is None else int(data["gpus"]))
+                    None if data.get("gpus") is None else int(data["gpus"]),
+                    {str(k): str(v) for k, v in (data.get("pod_labels") or {}).items()},
+                    data.get("pod_affinity_topology_key"), data.get("pod_anti_affinity_topology_key"))
 
 
 def _job(data: dict[str, Any]) -> JobSpec:

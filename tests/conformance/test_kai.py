@@ -168,3 +168,11 @@ def test_actions_fields_reach_the_objects() -> None:
     assert sub["subgroup-a"]["topologyConstraint"] == {"topology": "cluster-topology",
                                                        "preferredTopologyLevel": "k8s.io/rack"}
     assert "topologyConstraint" not in sub["pod-a-1"]
+    sc = load_scenario(ACTIONS / "allocate-102.yaml")  # pod labels, pod affinity and anti-affinity terms
+    pod = next(o for o in objects(sc, initial_state(sc)) if o["metadata"]["name"] == "affinity-job-0")
+    assert pod["metadata"]["labels"]["app"] == "database"
+    term = {"labelSelector": {"matchLabels": {"app": "database"}}}
+    assert pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"topologyKey": "topology.kubernetes.io/zone", **term}]
+    assert pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"topologyKey": "kai.scheduler/type", **term}]

@@ -191,6 +191,7 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
         requests[c.GPU_RESOURCE] = str(int(job.gpus_per_task))
     if job.gpu_fraction_devices is not None:  # KAI's test util RequiredMultiFractionDevicesPerTask
         annotations[c.GPU_FRACTION_NUM_DEVICES_ANNOTATION] = str(job.gpu_fraction_devices)
+    labels.update(task.pod_labels)
     if task.subgroup:
         labels[SUBGROUP_LABEL] = task.subgroup
     if task.priority is not None:
@@ -203,9 +204,17 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
                  "annotations": annotations, "creationTimestamp": iso(T0 - 60.0 * job.created_minutes_ago)}
     spec: Obj = {"schedulerName": c.DEFAULT_SCHEDULER_NAME,
                  "containers": [{"name": "main", "resources": {"requests": requests}}]}
+    affinity: Obj = {}
     if task.node_affinity:  # KAI's test utils: required node affinity on the node-name label they put on each node
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "In", "values": list(task.node_affinity)}]}]}}}
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": NODE_TYPE_LABEL, "operator": "In", "values": list(task.node_affinity)}]}]}}
+    for kind, key in (("podAffinity", task.pod_affinity_topology_key),
+                      ("podAntiAffinity", task.pod_anti_affinity_topology_key)):
+        if key:  # KAI's test utils: one required term, selecting the pods with this pod's own affinity labels
+            affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": key, "labelSelector": {"matchLabels": dict(task.pod_labels)}}]}
+    if affinity:
+        spec["affinity"] = affinity
     status: Obj = {"phase": "Pending"}
     if st.state in FINISHED:  # a finished pod, on a node or not (KAI's test utils leave some without one)
         status = {"phase": FINISHED[st.state]}
