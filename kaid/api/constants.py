@@ -84,8 +84,8 @@ PIPELINED_NODE_ANNOTATION: Final = "kai.scheduler/pipelined-node"
 PIPELINED_ACTION_ANNOTATION: Final = "kai.scheduler/pipelined-action"
 # Written by kai on a PodGroup when its running pods fall below minMember (RFC 3339 time).
 STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
-# KAI's on a PodGroup whose pods were evicted (RFC 3339 time): its preemptionDelay counts from then, if later than its
-# creation (kai reads it; it does not write it yet: docs/compatibility-deviations.yaml)
+# Written by kai (as by KAI) on a PodGroup some of whose pods it evicted (RFC 3339 time): the job's preemptionDelay
+# counts from then, if later than its creation.
 LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"
 
 # Topology.

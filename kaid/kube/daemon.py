@@ -48,7 +48,7 @@ from kaid.kube.startup import (
 from kaid.kube.status import OutcomeEvent, StatusWriter, outcome_events
 from kaid.model.build import build_snapshot
 from kaid.model.journal import job_errors
-from kaid.model.objects import Reason, Snapshot
+from kaid.model.objects import Job, Reason, Snapshot
 from kaid.model.pods import mark_bound, mark_pipelined
 from kaid.model.vocabulary import PodPhase, PodStatus
 from kaid.sharing.handoff import not_set_up
@@ -471,6 +471,7 @@ class Daemon:
         self.overlay.record(decisions, applied, time.time(), self.cfg.gpuSharing.reservationTimeoutSeconds)
         t3 = time.monotonic()
         self._mark_stale(snap, decisions)
+        self._mark_evicted(snap, applied)
         # binds this cycle's own do not count but its status tells: the early cycle's, shared-GPU binds done since
         earlier = [*(self.early_observed[2].bound if self.early_observed is not None else ()), *applied.shared_bound]
         if self.status_busy is None or self.status_busy.done():
@@ -648,12 +649,25 @@ class Daemon:
             value = None if since is None else meta.format_time(since)
             if value == meta.annotations_of(job.raw).get(c.STALE_SINCE_ANNOTATION):
                 continue
-            try:
-                self.client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
-                                        f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
-                                        {"metadata": {"annotations": {c.STALE_SINCE_ANNOTATION: value}}})
-            except ApiError as err:
-                log.info("stale mark on %s not written: %s", key, err.message)
+            self._annotate(job, c.STALE_SINCE_ANNOTATION, value)
+
+    def _mark_evicted(self, snap: Snapshot, applied: ApplyResult) -> None:
+        """KAI's last-eviction time on the PodGroup of each job some of whose pods this cycle evicted: a
+        ``preemptionDelay`` counts from it (the job may not evict others until the delay has passed again)."""
+        value = meta.format_time(time.time())
+        for key in dict.fromkeys(e.job for e in applied.evicted):
+            job = snap.jobs.get(key)
+            if job is not None and job.explicit:
+                self._annotate(job, c.LAST_EVICTION_ANNOTATION, value)
+
+    def _annotate(self, job: Job, annotation: str, value: str | None) -> None:
+        """Write (None: remove) one of kai's annotations on a job's PodGroup; a failure is logged, not raised."""
+        try:
+            self.client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
+                                    f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
+                                    {"metadata": {"annotations": {annotation: value}}})
+        except ApiError as err:
+            log.info("%s on %s not written: %s", annotation, job.key, err.message)
 
     def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],
                  total: float, queues: bool = True) -> None:

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kaid.api import constants as c
+from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.kube import daemon as daemon_mod
 from kaid.kube import startup as cache_mod
@@ -42,6 +44,7 @@ from .kaid_helpers import (
     KAID,
     MANIFESTS,
     NOT_HERE,
+    PODGROUPS,
     QUEUE_LABEL,
     QUEUES,
     FakeGpuOperator,
@@ -841,8 +844,10 @@ def test_preempt_evicts_lower_priority_in_the_queue_and_binds_the_gang(
 ) -> None:
     """Inside one queue, a gang of higher priority (build, 100) takes the GPUs of preemptible pods of lower
     priority (train, 50) that fill the node: exactly as many as it needs are evicted, through the Eviction
-    API, and each says who preempted it."""
+    API, and each says who preempted it; their PodGroups, and no other, carry the time of the eviction (KAI's
+    last-eviction mark, from which a PodGroup's preemptionDelay counts)."""
     cp = control_plane
+    started = time.time()
     pool, (node,) = make_pool(1, gpus=8)
     (q,) = make_queues(queue(f"prio-{_suffix()}", 8))
     kaid = start_kaid("preempt")
@@ -873,6 +878,17 @@ def test_preempt_evicts_lower_priority_in_the_queue_and_binds_the_gang(
         assert e["message"].startswith(f"preempt for {namespace}/pg-job-high: "), e["message"]
     assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "preempt"}) or 0) == 4
     assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "reclaim"}) or 0) == 0
+
+    def marked() -> dict[str, str] | None:
+        groups = cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups")["items"]
+        marks = {g["metadata"]["name"]: (g["metadata"].get("annotations") or {}).get(c.LAST_EVICTION_ANNOTATION)
+                 for g in groups}
+        got = {name: mark for name, mark in marks.items() if mark}
+        return got if set(got) == {f"pg-pod-{name}" for name in evicted} else None
+
+    marks = wait_for(marked, BIND_TIMEOUT, f"the PodGroups of {sorted(evicted)} (only) marked with their eviction")
+    for mark in marks.values():
+        assert int(started) <= meta.parse_time(mark) <= time.time() + 1, mark
 
 
 # --------------------------------------------------------------------------------------------------
