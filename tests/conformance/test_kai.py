@@ -20,7 +20,7 @@ import pytest
 
 from tests.conformance.deviations import Kind, load_deviations
 from tests.conformance.fairshare import DivisionCase, load_cases, run_case
-from tests.conformance.report import Outcome, record
+from tests.conformance.report import Group, Outcome, record
 from tests.conformance.scenario import MatchMode, Scenario, load_scenario
 from tests.conformance.translate import initial_state, objects
 from tests.conformance.verdict import describe, verdict
@@ -54,19 +54,24 @@ def _cases() -> list[Any]:
     return out
 
 
-def _conclude(category: str, test_id: str, source: str, line: int, problems: list[str], detail: str) -> None:
-    """Record the outcome; fail, or xfail for a listed deviation."""
+def _group(folder: Path) -> Group:
+    return Group.PER_ACTION if folder == ACTIONS else Group.REFERENCE
+
+
+def _conclude(where: tuple[Group, str, str], source: str, line: int, problems: list[str], detail: str) -> None:
+    """Record the outcome (``where``: group, category, test id); fail, or xfail for a listed deviation."""
+    group, category, test_id = where
     listed = DEVIATIONS.get((source, line))
     if not problems:
-        record(category, test_id, Outcome.PASSED)
+        record(group, category, test_id, Outcome.PASSED)
         if listed is not None:
             pytest.fail(f"{test_id} passes but is listed as {listed.kind} '{listed.rule}' in "
                         "docs/compatibility-deviations.yaml: take it off the list")
         return
     if listed is not None:
-        record(category, test_id, Outcome.DEVIATION if listed.kind == Kind.DEVIATION else Outcome.OPEN)
+        record(group, category, test_id, Outcome.DEVIATION if listed.kind == Kind.DEVIATION else Outcome.OPEN)
         pytest.xfail(f"{listed.kind} '{listed.rule}': {problems[0]}")
-    record(category, test_id, Outcome.FAILED)
+    record(group, category, test_id, Outcome.FAILED)
     pytest.fail("\n".join(problems) + ("\n" + detail if detail else ""))
 
 
@@ -75,12 +80,13 @@ def test_kai_scenario(path: Path) -> None:
     sc: Scenario = load_scenario(path)
     problems = [str(m) for m in verdict(sc)]
     detail = f"{sc.name}\n{describe(sc)}" if problems else ""
-    _conclude(sc.category, sc.id, sc.source, sc.source_line, problems, detail)
+    _conclude((_group(path.parent), sc.category, f"{path.parent.name}/{sc.id}"), sc.source, sc.source_line, problems,
+              detail)
 
 
 @pytest.mark.parametrize("case", _cases())
 def test_kai_fairshare(case: DivisionCase) -> None:
-    _conclude("fairshare", case.id, case.source, case.source_line, run_case(case), case.name)
+    _conclude((Group.REFERENCE, "fairshare", case.id), case.source, case.source_line, run_case(case), case.name)
 
 
 # KAI reads a test's nodes, queues and jobs into maps, and every tie between them is broken by a field the files
