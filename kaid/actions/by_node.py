@@ -1,32 +1,40 @@
-"""KAI's victim search for reclaim and preempt (``job_solver.go``, ``pod_scenario_builder.go``, ``by_pod_solver.go``
-at the reference commit): the pending job is solved task by task, and each scenario is simulated node by node.
+"""KAI's victim search for reclaim and preempt (``job_solver.go``, ``pod_scenario_builder.go``, ``by_pod_solver.go``,
+the generators ``plugins/nodelocalgreedy`` and ``plugins/multinodegang`` at d5bc503a).
 
-- Task by task: the job's first pod, then its first two, ... up to the whole batch (``gangs.tasks_to_allocate``).
-  Each partial job is solved from the session as the attempt found it, with the victims the partial job before it
-  needed (the recorded victims) evicted first; its own victims become the next one's recorded victims. The job is
-  served when its whole batch is solved; a partial job with no solution ends the attempt.
+- Generators (``solve``, KAI's ``SolveWithResult``): the node-local one (``_solve_partial``), then, where it found no
+  solution, the multi-node one (``_solve_multi``, ``multi_node``), each from a fresh start (no recorded victims).
+  A scenario that failed (its pending pods, recorded and potential victims: ``Fingerprint``) is not simulated again
+  in the job's search, by either generator. kai's scenario budgets running out end the search (``_Exhausted``).
+- Probes (``_solve_with``, ``max_solvable_k``): partial jobs of the job's first k pods (``gangs.tasks_to_allocate``),
+  k = 1, 2, 4, ... up to the whole batch, then halving the gap between the last k solved and the first that failed.
+  Each probe is solved from the session as the attempt found it, with the victims of the last solved probe (the
+  recorded victims) evicted first, and undone; where some k was solved, a last probe of the whole batch is the answer.
 - Scenarios: the candidates' eviction units are added one at a time in KAI's victim order (the potential victims);
   the first scenario of a partial job has only the recorded victims. A scenario that the GPUs could not make room in
   is skipped without a simulation (``GpuRoom``, a sound form of KAI's ``AccumulatedIdleGpus`` filter).
-- Node by node: a scenario is simulated once per node of its newest unit: the recorded victims and the potential
+- Node-local: a scenario is simulated once per node of its newest unit: the recorded victims and the potential
   victims of the jobs with a unit on that node (all their units) are evicted, and only their jobs and the pending
   job are placed again, in allocate's order, on the feasible nodes: for a job of GPU pods the nodes with an idle or
   a releasing GPU when the attempt began, plus the nodes of the victims evicted (``feasible``). The first simulation
   in which the job is placed and the action's rules hold is the partial job's solution; one whose rules fail ends
-  its scenario (KAI drops that scenario's statement).
+  its scenario (kai's pre-April reading; KAI d5bc503a goes on with the next node's).
+- Multi-node: sub-scenarios of the recorded victims and the units on the first k candidate nodes
+  (``multi_node.sub_scenarios``); one whose rules fail is dropped and the next one tried.
 
-So a simulation re-places the few victims of one node, where placing every accumulated victim again in every
-scenario made a vain search quadratic in the victims it tried (issue 15). KAI also simulates the nodes of the
-newest victim job's other pods, in no set order; kai only those of the newest unit, the nodes whose victims the
-scenario adds.
+So a simulation re-places the few victims of one node (node-local), where placing every accumulated victim again
+in every scenario made a vain search quadratic in the victims it tried (issue 15). KAI tries the nodes of the newest
+unit in name order, kai in the order of the unit's pods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from itertools import count
+from typing import Protocol
 
+from kaid.actions import multi_node
 from kaid.actions.scenario import Attempt, Outcome, evict, simulate
 from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Search, Unit, budget_ok
@@ -34,33 +42,99 @@ from kaid.model.objects import Pod
 from kaid.model.vocabulary import OpKind, PodStatus
 
 
+class _Exhausted(Exception):
+    """The scenario budget ran out: the search ends, no further generator (KAI's ``shouldStopSearch``)."""
+
+
+Fingerprint = tuple[int, frozenset[int], frozenset[int]]
+
+
 def solve(session: Session, att: Attempt, search: Search,
           valid: Callable[[Attempt, Outcome], bool]) -> tuple[list[int], Outcome] | None:
     """The units evicted for ``att``'s whole batch and the scenario that placed it (its operations in the session,
     started at ``Outcome.start``), or None with the session as it was. ``valid``: the action's rules for a scenario
-    of a (partial) attempt."""
+    of a (partial) attempt. KAI's ``JobSolver.SolveWithResult``: each scenario generator in turn (node-local, then
+    multi-node), each from a fresh state (no recorded victims); the failed scenarios are shared by both."""
     if len(att.batch) > 1 and vain(session, att, search):
         return None
     start = session.checkpoint()
     feasible = feasible_nodes(session, att)
     room = GpuRoom(session, att, search.home)
+    failed: set[Fingerprint] = set()
+    try:
+        solved = _solve_with(session, att, search, valid, feasible, room, failed, _solve_partial, start)
+        if solved is None:
+            free = free_gpus(session)
+            multi = partial(_solve_multi, free=free)
+            solved = _solve_with(session, att, search, valid, feasible, room, failed, multi, start)
+    except _Exhausted:
+        session.rollback(start)
+        return None
+    return solved
+
+
+class _Generator(Protocol):
+    def __call__(self, session: Session, att: Attempt, search: Search, recorded: list[int],
+                 feasible: bytearray | None, room: GpuRoom, valid: Callable[[Attempt, Outcome], bool],
+                 failed: set[Fingerprint], k: int) -> tuple[list[int], Outcome] | None: ...
+
+
+def _solve_with(session: Session, att: Attempt, search: Search, valid: Callable[[Attempt, Outcome], bool],
+                feasible: bytearray | None, room: GpuRoom, failed: set[Fingerprint], generator: _Generator,
+                start: int) -> tuple[list[int], Outcome] | None:
+    """One generator's probes (``solvePendingJobWithGenerator``): the largest k whose first k pods it solves
+    (``max_solvable_k``: each probe rolled back, a solved probe's victims the recorded victims of the probes after
+    it), then, where some k was solved, the probe at the whole batch, which is the answer; None with the session at
+    ``start`` otherwise."""
     recorded: list[int] = []
     last = len(att.batch)
-    for k in range(1, last + 1):
-        part = att if k == last else replace(att, batch=att.batch[:k], tasks=att.batch,
+
+    def partial_job(k: int) -> Attempt:
+        return att if k == last else replace(att, batch=att.batch[:k], tasks=att.batch,
                                              request=job_request(att.batch[:k], session.small_ref))
-        solved = _solve_partial(session, part, search, recorded, feasible, room, valid)
+
+    def probe(k: int) -> bool:
+        nonlocal recorded
+        solved = generator(session, partial_job(k), search, recorded, feasible, room, valid, failed, k)
         if solved is None:
             session.rollback(start)
-            return None
+            return False
         units, outcome = solved
-        if k == last:
-            outcome.start = start
-            evicted = {id(u) for u in outcome.evicted}
-            return [i for i in units if id(search.units[i]) in evicted], outcome
         recorded = _victims_of(search, units, outcome)
         session.rollback(kept_evictions(session, start, [search.units[i] for i in recorded]))
-    return None
+        return True
+
+    if max_solvable_k(last, probe) == 0:
+        return None
+    solved = generator(session, att, search, recorded, feasible, room, valid, failed, last)
+    if solved is None:
+        session.rollback(start)
+        return None
+    units, outcome = solved
+    outcome.start = start
+    evicted = {id(u) for u in outcome.evicted}
+    return [i for i in units if id(search.units[i]) in evicted], outcome
+
+
+def max_solvable_k(n: int, probe: Callable[[int], bool]) -> int:
+    """KAI's ``searchMaxSolvableK``: probe k = 1, 2, 4, ... (the last one n) until one fails, then search between
+    the last solved and the first failed k by halves; the largest k solved (0 if none)."""
+    lo, hi, k = 0, 0, 1
+    while True:
+        if not probe(k):
+            hi = k
+            break
+        lo = k
+        if k == n:
+            return n
+        k = min(2 * k, n)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def vain(session: Session, att: Attempt, search: Search) -> bool:
@@ -117,15 +191,19 @@ def _victims_of(search: Search, units: list[int], outcome: Outcome) -> list[int]
 
 
 def _solve_partial(session: Session, att: Attempt, search: Search, recorded: list[int], feasible: bytearray | None,
-                   room: GpuRoom, valid: Callable[[Attempt, Outcome], bool]) -> tuple[list[int], Outcome] | None:
+                   room: GpuRoom, valid: Callable[[Attempt, Outcome], bool], failed: set[Fingerprint],
+                   k: int) -> tuple[list[int], Outcome] | None:
+    """The node-local generator's probe at ``k`` (sg-nodelocalgreedy, ``plugins/nodelocalgreedy/generator.go``)."""
     units = search.units
     evict_first(session, att, [units[i] for i in recorded])
     base = room.tally(att, [units[i] for i in recorded])
     held = base.copy()  # the recorded victims' tally, which every simulation of the partial job begins with
-    if recorded and base.enough():
+    rec = frozenset(recorded)
+    if recorded and base.enough() and (k, rec, frozenset()) not in failed:
         out = _simulate(session, att, search, [units[i] for i in recorded], feasible)
         if out is not None:
             return (recorded, out) if valid(att, out) else None
+        failed.add((k, rec, frozenset()))
     chosen = set(recorded)
     potential: list[int] = []
     by_job: dict[str, list[int]] = {}  # job key -> its potential units
@@ -147,10 +225,7 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
         base.add(unit)
         if not base.enough():
             continue
-        if session.scenarios_left <= 0 or session.search_left <= 0:
-            return None
-        session.scenarios_left -= 1
-        session.search_left -= 1
+        _charge_scenario(session)
         tried: set[tuple[int, ...]] = set()
         for node in nodes:
             these = sorted(i for job in on_node[node] for i in by_job[job])
@@ -161,15 +236,116 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
                 tally.add(units[j])
             if not tally.enough():
                 continue
+            mark = (k, rec, frozenset(these))
+            if mark in failed:
+                continue
             victims = [units[j] for j in (*recorded, *these)]
             out = _simulate(session, att, search, victims, feasible)
             if out is None:
+                failed.add(mark)
                 continue
             if valid(att, out):
                 return [*recorded, *these], out
+            failed.add(mark)
             session.rollback(out.start)
             break  # KAI drops the scenario once a simulation of it breaks the rules
     return None
+
+
+def _charge_scenario(session: Session) -> None:
+    """One accumulated scenario off kai's scenario budgets; none left ends the job's search (``_Exhausted``)."""
+    if session.scenarios_left <= 0 or session.search_left <= 0:
+        raise _Exhausted
+    session.scenarios_left -= 1
+    session.search_left -= 1
+
+
+def _solve_multi(session: Session, att: Attempt, search: Search, recorded: list[int], feasible: bytearray | None,
+                 room: GpuRoom, valid: Callable[[Attempt, Outcome], bool], failed: set[Fingerprint], k: int,
+                 free: dict[str, int]) -> tuple[list[int], Outcome] | None:
+    """The multi-node generator's probe at ``k`` (sg-multinodegang: ``GetValidScenario`` then ``GetNextScenario``,
+    ``multi_node.sub_scenarios``): the recorded victims alone first, then for each accumulated scenario that passes
+    the GPU filter the sub-scenarios over its first k candidate nodes. A sub-scenario the action's rules reject is
+    dropped and the next one tried (KAI's portfolio goes on past a rejected scenario)."""
+    units = search.units
+    evict_first(session, att, [units[i] for i in recorded])
+    base = room.tally(att, [units[i] for i in recorded])
+    held = base.copy()
+    rec = frozenset(recorded)
+    home = search.home
+    nodes = session.snap.node_by_name
+    recorded_freed: dict[str, int] = {}
+    for i in recorded:
+        for p in units[i].pods:
+            node = home[id(p)]
+            if node:
+                recorded_freed[node] = recorded_freed.get(node, 0) + p.gpu_milli_on(nodes.get(node))
+    if feasible is None:
+        region = list(nodes)
+    else:
+        all_nodes = session.index.nodes
+        region = [all_nodes[i].name for i, on in enumerate(feasible) if on]
+    region.extend(n for n in recorded_freed if n not in region)
+    asks = [p.gpu_milli_on(None) for p in att.batch]
+    demand, min_task = sum(asks), min(asks)
+
+    def attempt(these: list[int]) -> tuple[list[int], Outcome] | None:
+        mark = (k, rec, frozenset(these))
+        if mark in failed or not (recorded or these):
+            return None
+        tally = held.copy()
+        for j in these:
+            tally.add(units[j])
+        if not tally.enough():
+            return None
+        out = _simulate(session, att, search, [units[j] for j in (*recorded, *these)], feasible)
+        if out is not None:
+            if valid(att, out):
+                return [*recorded, *these], out
+            session.rollback(out.start)
+        failed.add(mark)
+        return None
+
+    if base.enough():  # GetValidScenario: the recorded victims alone, where they pass the filter
+        got = attempt([])
+        if got is not None:
+            return got
+    chosen = set(recorded)
+    potential: list[int] = []
+    for i in count():
+        unit = search.unit(i)
+        if unit is None:
+            return None
+        if i in chosen or (unit.prev is not None and unit.prev not in chosen) or \
+                (search.budgets and not budget_ok(search, {*chosen, i})):
+            continue
+        chosen.add(i)
+        potential.append(i)
+        base.add(unit)
+        if not base.enough():
+            continue
+        _charge_scenario(session)
+        shape = [[(home[id(p)], p.gpu_milli_on(nodes.get(home[id(p)]))) for p in units[j].pods] for j in potential]
+        for picked in multi_node.sub_scenarios(shape, demand, min_task, free, recorded_freed, region):
+            got = attempt(sorted(potential[b] for b in picked))
+            if got is not None:
+                return got
+    return None
+
+
+def free_gpus(session: Session) -> dict[str, int]:
+    """Milli-GPUs idle or releasing per node, as the session holds them now (KAI's ``nodeIdleOrReleasingGpus``,
+    read by the emitter from the session each probe starts from: the attempt's start)."""
+    free: dict[str, int] = {}
+    for node in session.index.nodes:
+        idle = sum(1000 - used for used in node.dev_used)
+        if idle:
+            free[node.name] = idle
+    for p in session.releasing():
+        on = session.snap.node_by_name.get(p.node or "")
+        if on is not None:
+            free[on.name] = free.get(on.name, 0) + p.gpu_milli_on(on)
+    return free
 
 
 def first_time(tried: set[tuple[int, ...]], these: list[int]) -> bool:
