@@ -247,3 +247,18 @@ def test_generators_in_order_with_shared_fingerprints(monkeypatch: pytest.Monkey
         by_node.solve(_fake_session(), att, search, lambda a, o: True)  # type: ignore[arg-type]
         assert [g for g, _ in seen] == (["local"] if first_solves else ["local", "multi"])
         assert len({f for _, f in seen}) == 1
+
+
+def test_node_local_walks_the_newest_victims_job_nodes_by_name() -> None:
+    """KAI's nodeNamesOfJob(LatestPotentialVictim()): every pod of the cluster's job with a node, names sorted and
+    unique; a victim pod's node as the search began (it may be evicted or moved since)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        pods = [SimpleNamespace(node=rng.choice([None, "", "n3", "n1", "n2", "n10"])) for _ in range(rng.randint(0, 6))]
+        home = {id(p): rng.choice(["n0", "n9"]) for p in pods if rng.random() < 0.3}
+        plain = set()
+        for p in pods:
+            node = home.get(id(p), p.node)
+            if node:
+                plain.add(node)
+        assert by_node._job_nodes(SimpleNamespace(pods=pods), home) == sorted(plain)  # type: ignore[arg-type]

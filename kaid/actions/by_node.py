@@ -12,18 +12,18 @@ the generators ``plugins/nodelocalgreedy`` and ``plugins/multinodegang`` at d5bc
 - Scenarios: the candidates' eviction units are added one at a time in KAI's victim order (the potential victims);
   the first scenario of a partial job has only the recorded victims. A scenario that the GPUs could not make room in
   is skipped without a simulation (``GpuRoom``, a sound form of KAI's ``AccumulatedIdleGpus`` filter).
-- Node-local: a scenario is simulated once per node of its newest unit: the recorded victims and the potential
-  victims of the jobs with a unit on that node (all their units) are evicted, and only their jobs and the pending
-  job are placed again, in allocate's order, on the feasible nodes: for a job of GPU pods the nodes with an idle or
-  a releasing GPU when the attempt began, plus the nodes of the victims evicted (``feasible``). The first simulation
+- Node-local: a scenario is simulated once per node of its newest victim's job (every pod of it, in name order,
+  ``_job_nodes``): the recorded victims and the potential victims of the jobs with a unit on that node (all their
+  units) are evicted, and only their jobs and the pending job are placed again, in allocate's order, on the
+  feasible nodes: for a job of GPU pods the nodes with an idle or a releasing GPU when the attempt began, plus the
+  nodes of the victims evicted (``feasible``). The first simulation
   in which the job is placed and the action's rules hold is the partial job's solution; one whose rules fail ends
   its scenario (kai's pre-April reading; KAI d5bc503a goes on with the next node's).
 - Multi-node: sub-scenarios of the recorded victims and the units on the first k candidate nodes
   (``multi_node.sub_scenarios``); one whose rules fail is dropped and the next one tried.
 
 So a simulation re-places the few victims of one node (node-local), where placing every accumulated victim again
-in every scenario made a vain search quadratic in the victims it tried (issue 15). KAI tries the nodes of the newest
-unit in name order, kai in the order of the unit's pods.
+in every scenario made a vain search quadratic in the victims it tried (issue 15).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from kaid.actions import multi_node
 from kaid.actions.scenario import Attempt, Outcome, evict, simulate
 from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Search, Unit, budget_ok
-from kaid.model.objects import Pod
+from kaid.model.objects import Job, Pod
 from kaid.model.vocabulary import OpKind, PodStatus
 
 
@@ -219,17 +219,16 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
         potential.append(i)
         key = unit.job.key
         by_job.setdefault(key, []).append(i)
-        nodes = list(dict.fromkeys(search.home[id(p)] for p in unit.pods))
-        for node in nodes:
-            on_node.setdefault(node, {})[key] = None
+        for p in unit.pods:
+            on_node.setdefault(search.home[id(p)], {})[key] = None
         base.add(unit)
         if not base.enough():
             continue
         _charge_scenario(session)
         tried: set[tuple[int, ...]] = set()
-        for node in nodes:
-            these = sorted(i for job in on_node[node] for i in by_job[job])
-            if not first_time(tried, these):
+        for node in _job_nodes(unit.job, search.home):
+            these = sorted(i for job in on_node.get(node, ()) for i in by_job[job])
+            if not these or not first_time(tried, these):
                 continue
             tally = held.copy()
             for j in these:
@@ -248,8 +247,14 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
                 return [*recorded, *these], out
             failed.add(mark)
             session.rollback(out.start)
-            break  # KAI drops the scenario once a simulation of it breaks the rules
+            break  # KAI drops the scenario once a simulation of it breaks the rules (kai's pre-April reading)
     return None
+
+
+def _job_nodes(job: Job, home: dict[int, str]) -> list[str]:
+    """KAI's ``nodeNamesOfJob(LatestPotentialVictim())``: the nodes of every pod of the newest victim's job (the
+    cluster's job, not only the unit added), in name order; a victim pod's node as the search began (``home``)."""
+    return sorted({n for p in job.pods if (n := home.get(id(p), p.node or ""))})
 
 
 def _charge_scenario(session: Session) -> None:
