@@ -51,7 +51,8 @@ def plain_fewest_domains(pods: list[Pod], index: NodeIndex, region: bytearray | 
     if len(domains) == 1:
         split: list[int] | None = [need]
     else:
-        split = plain_split([_cheapest(_items(by_domain[d]), need, w_nodes)[0] for d in domains], need, w_dom)
+        split = plain_split([np.asarray(_cheapest(_items(by_domain[d]), need, w_nodes)[0]) for d in domains], need,
+                            w_dom)
     if split is None:
         return None
     plan: Plan = []

@@ -11,6 +11,7 @@ its nodes where several plans tie (and it is the same plan on a busy machine, wh
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from heapq import merge
 from operator import attrgetter
@@ -20,11 +21,18 @@ from kaid.model.objects import Node, Pod
 from kaid.placement.index import NodeIndex
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import numpy as np
     from numpy.typing import NDArray
 
+    Costs: TypeAlias = list[int] | NDArray[np.int64]  # per number of pods k = 0..need
+    Takes: TypeAlias = list[bool] | NDArray[np.bool_]  # per k, whether the cheapest set for k takes an item
+    Picks: TypeAlias = list[int] | NDArray[np.int64]  # per k, how many of them a domain takes
+
 Plan = list[tuple[Pod, Node]]
 _NONE = 1 << 60  # no way to place that many pods
+SMALL = 20_000  # table cells up to which plain Python beats importing numpy (not numpy once imported)
 _index_of = attrgetter("index")
 
 
@@ -135,15 +143,18 @@ def _items(groups: dict[tuple[int, int], list[Node]]) -> list[Item]:
     return out
 
 
-def _cheapest(items: list[Item], need: int,
-              w_nodes: int) -> tuple[NDArray[np.int64], list[NDArray[np.bool_]]]:
+def _cheapest(items: list[Item], need: int, w_nodes: int) -> tuple[Costs, list[Takes]]:
     """cost[k]: the least ``w_nodes`` per node plus its idle GPUs over nodes with room for at least ``k`` pods
-    (k = 0..need), and per item whether the best set for each k takes it (for ``_nodes_for``)."""
+    (k = 0..need), and per item whether the best set for each k takes it (for ``_nodes_for``). Small tables are
+    worked out in plain Python until numpy is imported: its import alone (~60 ms, inside the daemon's first binds)
+    is more than a daemon's first gangs cost."""
+    if len(items) * (need + 1) <= SMALL and "numpy" not in sys.modules:
+        return _cheapest_small(items, need, w_nodes)
     import numpy as np  # imported on first use, as OR-Tools is (which brings it)
 
     cost = np.full(need + 1, _NONE, dtype=np.int64)
     cost[0] = 0
-    takes: list[NDArray[np.bool_]] = []
+    takes: list[Takes] = []
     ks = np.arange(need + 1)
     for room, idle, nodes in items:
         with_it = cost[np.maximum(ks - room * nodes, 0)] + nodes * (w_nodes + idle)
@@ -153,9 +164,24 @@ def _cheapest(items: list[Item], need: int,
     return cost, takes
 
 
-def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] | None:
+def _cheapest_small(items: list[Item], need: int, w_nodes: int) -> tuple[Costs, list[Takes]]:
+    """``_cheapest`` without numpy: each item is taken or not against the table as it was before it."""
+    cost = [0] + [_NONE] * need
+    takes: list[Takes] = []
+    for room, idle, nodes in items:
+        step, add = room * nodes, nodes * (w_nodes + idle)
+        with_it = [cost[max(k - step, 0)] + add for k in range(need + 1)]
+        take = [w < c for w, c in zip(with_it, cost, strict=True)]
+        cost = [w if t else c for w, t, c in zip(with_it, take, cost, strict=True)]
+        takes.append(take)
+    return cost, takes
+
+
+def _split(costs: list[Costs], need: int, w_dom: int) -> list[int] | None:
     """How many pods each domain takes, the cheapest way (each domain used costs ``w_dom`` more); None when no
     split places them all."""
+    if len(costs) * (need + 1) * (need + 1) <= SMALL and "numpy" not in sys.modules:  # (as ``_cheapest``)
+        return _split_small([list(map(int, cost)) for cost in costs], need, w_dom)
     import numpy as np  # imported on first use, as OR-Tools is (which brings it)
 
     best = np.full(need + 1, _NONE, dtype=np.int64)
@@ -164,8 +190,8 @@ def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] |
     behind_all = ks[:, None] - ks[None, :]  # k - j: pods left for the domains before
     valid_all = behind_all >= 0
     behind_all = np.where(valid_all, behind_all, 0)
-    picks: list[NDArray[np.int64]] = []
-    for cost in costs:
+    picks: list[Picks] = []
+    for cost in map(np.asarray, costs):
         # a domain takes at most as many pods as it has room for: the columns j beyond (cost NONE) are never picked
         # before a column that is not, and a row of NONE picks its first column either way
         top = int(np.flatnonzero(cost < _NONE)[-1]) + 1
@@ -177,11 +203,38 @@ def _split(costs: list[NDArray[np.int64]], need: int, w_dom: int) -> list[int] |
         pick = cand.argmin(axis=1)  # the first of equals: the fewest pods here
         best = cand[ks, pick]
         picks.append(pick)
-    if best[need] >= _NONE:
+    return _walk_back(picks, int(best[need]), need)
+
+
+def _split_small(costs: list[list[int]], need: int, w_dom: int) -> list[int] | None:
+    """``_split`` without numpy, the same table: for each k, the first j (fewest pods in this domain) of the least
+    cost, a cost at or above ``_NONE`` counting as ``_NONE``."""
+    best = [0] + [_NONE] * need
+    picks: list[Picks] = []
+    for cost in costs:
+        here = [0] + [_NONE if c >= _NONE else c + w_dom for c in cost[1:]]
+        top = max(j for j, c in enumerate(cost) if c < _NONE) + 1
+        pick, new = [], []
+        for k in range(need + 1):
+            best_j, best_c = 0, min(best[k] + here[0], _NONE)
+            for j in range(1, min(k, top - 1) + 1):
+                c = min(best[k - j] + here[j], _NONE)
+                if c < best_c:
+                    best_j, best_c = j, c
+            pick.append(best_j)
+            new.append(best_c)
+        best = new
+        picks.append(pick)
+    return _walk_back(picks, best[need], need)
+
+
+def _walk_back(picks: list[Picks], total: int, need: int) -> list[int] | None:
+    """The split the per-domain picks make, from the last domain back; None when ``total`` is no way."""
+    if total >= _NONE:
         return None
-    split = [0] * len(costs)
+    split = [0] * len(picks)
     k = need
-    for i in range(len(costs) - 1, -1, -1):
+    for i in range(len(picks) - 1, -1, -1):
         j = int(picks[i][k])
         split[i] = j
         k -= j
