@@ -804,8 +804,8 @@ def _first_found(session: Session, rules: Rules, att: Attempt, search: Search, w
 
 
 def _by_node_found(session: Session, rules: Rules, att: Attempt, search: Search, whole: bool) -> Found | None:
-    """KAI's own answer, task by task and node by node (``by_node``; ``whole``: with every unit drawn, for the
-    solver after)."""
+    """KAI's own answer: its job solver's probes of partial jobs over its two scenario generators (``by_node``;
+    ``whole``: with every unit drawn, for the solver after)."""
     solved = by_node.solve(session, att, search, lambda part, out: rules.valid(session, part, out))
     if solved is None:
         return None
