@@ -177,11 +177,7 @@ class Session:
             self._journal.pod(pod)
         self.index.assign(node, pod, devices)
         self._charge(pod, node, +1)
-        pod.status = status
-        pod.node = node.name
-        pod.devices = devices
-        if pod.frac_devices and devices:
-            pod.gpu_group = node.dev_group[devices[0]]
+        _put(pod, status, node, devices)
         self.ops.append(op)
 
     def allocate(self, pod: Pod, node: Node, devices: Devices, action: str = Action.ALLOCATE) -> None:
@@ -210,11 +206,7 @@ class Session:
                 m += pod.mem
             else:  # (not the job's: charged on its own)
                 self._charge(pod, node, +1)
-            pod.status = _PIPELINED
-            pod.node = node.name
-            pod.devices = devices
-            if pod.frac_devices and devices:
-                pod.gpu_group = node.dev_group[devices[0]]
+            _put(pod, _PIPELINED, node, devices)
             ops.append(op)
         if placements and (q := self.snap.queues.get(job.queue)) is not None:
             charge(q, (g, c, m), not job.preemptible)
@@ -424,6 +416,15 @@ class Session:
 
     def say(self, job: Job, reason: Reason) -> None:
         self.reasons.setdefault(job.key, []).append(reason)
+
+
+def _put(pod: Pod, status: str, node: Node, devices: Devices) -> None:
+    """A pod placed (allocated or pipelined) on ``node``'s ``devices``, and the GPU group of its shared device."""
+    pod.status = status
+    pod.node = node.name
+    pod.devices = devices
+    if pod.frac_devices and devices:
+        pod.gpu_group = node.dev_group[devices[0]]
 
 
 def job_request(pods: list[Pod], ref: Node | None) -> Vec:
