@@ -649,23 +649,26 @@ class Daemon:
             value = None if since is None else meta.format_time(since)
             if value == meta.annotations_of(job.raw).get(c.STALE_SINCE_ANNOTATION):
                 continue
-            self._annotate(job, c.STALE_SINCE_ANNOTATION, value)
+            self._annotate(self.client, job, c.STALE_SINCE_ANNOTATION, value)
 
     def _mark_evicted(self, snap: Snapshot, applied: ApplyResult) -> None:
         """KAI's last-eviction time on the PodGroup of each job some of whose pods this cycle evicted: a
-        ``preemptionDelay`` counts from it (the job may not evict others until the delay has passed again)."""
+        ``preemptionDelay`` counts from it (the job may not evict others until the delay has passed again). Written
+        by the background writer, after the PodGroups it is making from memory for this cycle's and earlier jobs
+        (a bare pod's, bound a moment before, may be evicted before its PodGroup exists)."""
         value = meta.format_time(time.time())
-        for key in dict.fromkeys(e.job for e in applied.evicted):
-            job = snap.jobs.get(key)
-            if job is not None and job.explicit:
-                self._annotate(job, c.LAST_EVICTION_ANNOTATION, value)
+        jobs = [job for key in dict.fromkeys(e.job for e in applied.evicted) if (job := snap.jobs.get(key)) is not None]
+        if jobs:
+            self.background.submit(lambda: [self._annotate(self.writer, job, c.LAST_EVICTION_ANNOTATION, value)
+                                            for job in jobs])
 
-    def _annotate(self, job: Job, annotation: str, value: str | None) -> None:
+    @staticmethod
+    def _annotate(client: KubeClient, job: Job, annotation: str, value: str | None) -> None:
         """Write (None: remove) one of kai's annotations on a job's PodGroup; a failure is logged, not raised."""
         try:
-            self.client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
-                                    f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
-                                    {"metadata": {"annotations": {annotation: value}}})
+            client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
+                               f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
+                               {"metadata": {"annotations": {annotation: value}}})
         except ApiError as err:
             log.info("%s on %s not written: %s", annotation, job.key, err.message)
 
