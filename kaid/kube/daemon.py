@@ -57,6 +57,7 @@ log = logging.getLogger("kaid")
 Obj = dict[str, Any]
 ASSUME_TTL = 30.0
 UNWRITTEN_KEPT = 10_000  # binds, and outcome events, of cycles that found the status writer busy
+MARK_RETRY_SECONDS = 300.0  # how long a last-eviction mark waits for its PodGroup to be made (a bare pod's)
 SEEN_WAIT = 1.0  # seconds at most that a cycle's writes after its binds wait for the watch to show those binds
 
 
@@ -178,6 +179,9 @@ class Daemon:
         self.status_busy: Future[None] | None = None
         # what cycles that found the writer busy leave to the next write (``_leave_unwritten``)
         self.unwritten_binds: list[Bind] = []
+        # last-eviction marks whose PodGroup did not exist yet: job key -> (job, mark, given up after); the
+        # background writer's alone
+        self.unmarked: dict[str, tuple[Job, str, float]] = {}
         self.unwritten_events: list[OutcomeEvent] = []
         self.creating: dict[str, float] = {}  # PodGroups being created -> when asked
         self.metrics: Metrics | None = None  # made by _metrics() once the first binds are out
@@ -654,23 +658,33 @@ class Daemon:
     def _mark_evicted(self, snap: Snapshot, applied: ApplyResult) -> None:
         """KAI's last-eviction time on the PodGroup of each job some of whose pods this cycle evicted: a
         ``preemptionDelay`` counts from it (the job may not evict others until the delay has passed again). Written
-        by the background writer, after the PodGroups it is making from memory for this cycle's and earlier jobs
-        (a bare pod's, bound a moment before, may be evicted before its PodGroup exists)."""
-        value = meta.format_time(time.time())
+        by the background writer; a bare pod bound a moment before can be evicted before kaid has made its PodGroup,
+        so a mark whose PodGroup is not there yet is tried again with the next cycles (``MARK_RETRY_SECONDS``)."""
+        now = time.time()
         jobs = [job for key in dict.fromkeys(e.job for e in applied.evicted) if (job := snap.jobs.get(key)) is not None]
-        if jobs:
-            self.background.submit(lambda: [self._annotate(self.writer, job, c.LAST_EVICTION_ANNOTATION, value)
-                                            for job in jobs])
+        if jobs or self.unmarked:
+            self.background.submit(self._write_marks, jobs, meta.format_time(now), now)
+
+    def _write_marks(self, jobs: list[Job], mark: str, now: float) -> None:
+        for job in jobs:
+            self.unmarked[job.key] = (job, mark, now + MARK_RETRY_SECONDS)
+        for key, (job, value, until) in list(self.unmarked.items()):
+            if self._annotate(self.writer, job, c.LAST_EVICTION_ANNOTATION, value, quiet=now <= until) or now > until:
+                del self.unmarked[key]
 
     @staticmethod
-    def _annotate(client: KubeClient, job: Job, annotation: str, value: str | None) -> None:
-        """Write (None: remove) one of kai's annotations on a job's PodGroup; a failure is logged, not raised."""
+    def _annotate(client: KubeClient, job: Job, annotation: str, value: str | None, quiet: bool = False) -> bool:
+        """Write (None: remove) one of kai's annotations on a job's PodGroup; whether it was written. A failure is
+        logged (``quiet``: not a missing PodGroup), not raised."""
         try:
             client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
                                f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
                                {"metadata": {"annotations": {annotation: value}}})
+            return True
         except ApiError as err:
-            log.info("%s on %s not written: %s", annotation, job.key, err.message)
+            if not (quiet and err.status == 404):
+                log.info("%s on %s not written: %s", annotation, job.key, err.message)
+            return False
 
     def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],
                  total: float, queues: bool = True) -> None:
