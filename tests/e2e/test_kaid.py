@@ -855,6 +855,10 @@ def test_preempt_evicts_lower_priority_in_the_queue_and_binds_the_gang(
         for i in range(8):
             _create(cp, namespace, pod(f"low-{i}", pool, q, 1, priority_class="train"))
         _wait_bound(cp, namespace, 8)
+        # kaid makes a bare pod's PodGroup once it has seen it bound: let them be there before any is evicted
+        wait_for(lambda: {f"pg-pod-low-{i}" for i in range(8)} <= {
+            g["metadata"]["name"] for g in cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups")["items"]},
+            BIND_TIMEOUT, "the low pods' PodGroups")
         job = gang_job("high", pool, q, 4)
         job["spec"]["template"]["spec"]["priorityClassName"] = "build"
         _create(cp, namespace, job)
