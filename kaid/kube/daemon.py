@@ -659,7 +659,8 @@ class Daemon:
         """KAI's last-eviction time on the PodGroup of each job some of whose pods this cycle evicted: a
         ``preemptionDelay`` counts from it (the job may not evict others until the delay has passed again). Written
         by the background writer; a bare pod bound a moment before can be evicted before kaid has made its PodGroup,
-        so a mark whose PodGroup is not there yet is tried again with the next cycles (``MARK_RETRY_SECONDS``)."""
+        so a mark whose PodGroup is not there yet is tried again with the next cycles (``MARK_RETRY_SECONDS``). (A bare
+        pod's PodGroup is owned by the pod: the garbage collector deletes it with the evicted pod.)"""
         now = time.time()
         jobs = [job for key in dict.fromkeys(e.job for e in applied.evicted) if (job := snap.jobs.get(key)) is not None]
         if jobs or self.unmarked:
@@ -674,8 +675,9 @@ class Daemon:
 
     @staticmethod
     def _annotate(client: KubeClient, job: Job, annotation: str, value: str | None, quiet: bool = False) -> bool:
-        """Write (None: remove) one of kai's annotations on a job's PodGroup; whether it was written. A failure is
-        logged (``quiet``: not a missing PodGroup), not raised."""
+        """Write (None: remove) one of kai's annotations on a job's PodGroup; whether it was written. A failure (the
+        API's answer or a dropped connection) is logged (``quiet``: not a missing PodGroup), not raised: it may run
+        on the background writer, where nothing would see it."""
         try:
             client.merge_patch(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"
                                f"{quote(job.namespace)}/podgroups/{quote(job.name)}",
@@ -684,6 +686,9 @@ class Daemon:
         except ApiError as err:
             if not (quiet and err.status == 404):
                 log.info("%s on %s not written: %s", annotation, job.key, err.message)
+            return False
+        except OSError as err:
+            log.info("%s on %s not written: %s", annotation, job.key, err)
             return False
 
     def _observe(self, snap: Snapshot, d: Decisions, applied: ApplyResult, phases: dict[str, float],

@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
+from kaid.api import constants as c
+from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.kube import daemon as daemon_mod
 from kaid.kube import startup as cache_mod
@@ -873,6 +875,43 @@ def test_preempt_evicts_lower_priority_in_the_queue_and_binds_the_gang(
         assert e["message"].startswith(f"preempt for {namespace}/pg-job-high: "), e["message"]
     assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "preempt"}) or 0) == 4
     assert (kaid.metric("kai_pod_group_evicted_pods_total", {"action": "reclaim"}) or 0) == 0
+
+
+def test_preempted_job_podgroup_carries_its_last_eviction(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """KAI's last-eviction mark: when a gang of higher priority preempts a whole lower-priority gang, the victim's
+    PodGroup (owned by its batch Job, so it outlives the evicted pods) carries the time of the eviction, from which
+    its ``preemptionDelay`` counts; the PodGroups of the job left running and of the preemptor carry none. (A bare
+    pod's PodGroup is owned by the pod: the garbage collector deletes it with the evicted pod.)"""
+    cp = control_plane
+    started = time.time()
+    pool, (node,) = make_pool(1, gpus=8)
+    (q,) = make_queues(queue(f"mark-{_suffix()}", 8))
+    start_kaid("mark")
+    low = ["low-a", "low-b"]
+    for n, name in enumerate(low, 1):  # one after the other, so that their ages differ
+        job = gang_job(name, pool, q, 4)
+        job["spec"]["template"]["spec"]["priorityClassName"] = "train"
+        _create(cp, namespace, job)
+        _wait_bound(cp, namespace, 4 * n)
+    high = gang_job("high", pool, q, 4)
+    high["spec"]["template"]["spec"]["priorityClassName"] = "build"
+    _create(cp, namespace, high)
+    gang = _wait_bound(cp, namespace, 4, "job-name=high", timeout=40)
+    assert {p["spec"]["nodeName"] for p in gang} == {node}
+    running = {name for name in low if len(bound(pods_of(cp, namespace, f"job-name={name}"))) == 4}
+    assert len(running) == 1, running  # one whole gang made room; the other runs on
+    (evicted,) = set(low) - running
+
+    def marks() -> dict[str, str | None]:
+        return {name: (meta.annotations_of(podgroup(cp, namespace, f"pg-job-{name}") or {})
+                       .get(c.LAST_EVICTION_ANNOTATION)) for name in [*low, "high"]}
+
+    wait_for(lambda: marks()[evicted], BIND_TIMEOUT, f"pg-job-{evicted} marked with its eviction")
+    got = marks()
+    assert {name for name, mark in got.items() if mark} == {evicted}, got
+    assert started - 1 <= meta.parse_time(got[evicted]) <= time.time() + 1, got
 
 
 # --------------------------------------------------------------------------------------------------
