@@ -129,6 +129,9 @@ def _owner(rng: random.Random, i: int, kind: str) -> Obj:
         refs = [{"kind": "Deployment", "name": f"own-{rng.randint(0, 5)}", "controller": True}]
     labels = {c.QUEUE_LABEL: rng.choice(("q-1", "q-2"))} if rng.random() < 0.3 else {}
     anns = {c.BATCH_MIN_MEMBER_ANNOTATION: str(rng.randint(1, 3))} if rng.random() < 0.3 else {}
+    side = random.Random(hash(rng.getstate()))  # (a stream of its own: the main one draws what it drew before)
+    if side.random() < 0.2:
+        anns[c.PREEMPTION_DELAY_ANNOTATION] = side.choice(("5m", "0s", "-1s", "soon"))
     return {"kind": kind, "metadata": {"name": f"own-{i}", "namespace": rng.choice(NS), "labels": labels,
                                        "annotations": anns, "ownerReferences": refs,
                                        "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -182,6 +185,9 @@ def _pod(rng: random.Random, i: int) -> Obj:
         labels[c.JOB_SIZE_LABEL] = "2"
     if rng.random() < 0.2:
         labels[c.QUEUE_LABEL] = rng.choice(("q-0", "q-1", "mid"))
+    side = random.Random(hash(rng.getstate()))  # (a stream of its own: the main one draws what it drew before)
+    if side.random() < 0.1:
+        anns[c.STALENESS_GRACE_ANNOTATION] = side.choice(("90s", "-1s", "never"))
     return {"kind": "Pod", "metadata": m, "spec": spec, "status": status}
 
 

@@ -87,6 +87,10 @@ STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
 # Written by kai (as by KAI) on a PodGroup some of whose pods it evicted (RFC 3339 time): the job's preemptionDelay
 # counts from then, if later than its creation.
 LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"
+# On a workload (its top owner, else the pod) without a PodGroup of its own: the PodGroup's preemptionDelay and
+# stalenessGracePeriod (Go durations), as KAI's pod grouper reads them.
+PREEMPTION_DELAY_ANNOTATION: Final = "kai.scheduler/preemption-delay"
+STALENESS_GRACE_ANNOTATION: Final = "kai.scheduler/staleness-grace-period"
 
 # Topology.
 TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"

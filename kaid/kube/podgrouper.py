@@ -17,7 +17,14 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.kube.client import ApiError, KubeClient
 from kaid.model.build import sort_inputs
-from kaid.model.grouping import WATCHED_OWNER_KINDS, GroupInfo, OwnerIndex, group_for_pod, workload_labels
+from kaid.model.grouping import (
+    WATCHED_OWNER_KINDS,
+    GroupInfo,
+    OwnerIndex,
+    annotated_durations,
+    group_for_pod,
+    workload_labels,
+)
 from kaid.model.pods import is_reservation_pod
 from kaid.model.vocabulary import FINISHED_PHASES
 
@@ -84,6 +91,7 @@ def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerCo
         if wl.preferred_level:
             tc["preferredTopologyLevel"] = wl.preferred_level
         spec["topologyConstraint"] = tc
+    spec.update(annotated_durations(pod, owner if owner is not pod else None)[0])
     pg_meta: Obj = {"name": info.name, "namespace": meta.namespace(pod),
                     "labels": {"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: spec["queue"]}}
     src = owner if owner is not None else pod

@@ -12,6 +12,7 @@ from typing import Any
 
 from kaid.api import constants as c
 from kaid.api import meta
+from kaid.api.duration import parse_duration
 from kaid.api.meta import as_int
 
 Obj = dict[str, Any]
@@ -195,3 +196,33 @@ def annotated_topology(pod: Obj, owner: Obj | None) -> tuple[str | None, str | N
             return (topology, _text(anns.get(c.TOPOLOGY_REQUIRED_ANNOTATION)),
                     _text(anns.get(c.TOPOLOGY_PREFERRED_ANNOTATION)))
     return None, None, None
+
+
+# The PodGroup fields a workload's annotations set (KAI's pod grouper: calcPodGroupPreemptionDelay,
+# calcStalenessGracePeriod in plugins/defaultgrouper/default_grouper.go at d5bc503a).
+ANNOTATED_DURATIONS = {c.PREEMPTION_DELAY_ANNOTATION: "preemptionDelay",
+                       c.STALENESS_GRACE_ANNOTATION: "stalenessGracePeriod"}
+
+
+def annotated_durations(pod: Obj, owner: Obj | None) -> tuple[dict[str, str], list[str]]:
+    """The PodGroup fields (``preemptionDelay``, ``stalenessGracePeriod``) that the workload's annotations set: for
+    each, the first valid value of the owner's annotation, then the pod's; and why each value passed over is not
+    valid. A preemption delay may not be negative; a negative staleness grace period means never stale."""
+    fields: dict[str, str] = {}
+    problems: list[str] = []
+    for source, what in ((owner, "its owner"), (pod, "the pod")):
+        anns = meta.annotations_of(source)
+        for key, field in ANNOTATED_DURATIONS.items():
+            if field in fields or key not in anns:
+                continue
+            value = anns[key]
+            try:
+                seconds = parse_duration(value)
+            except ValueError as err:
+                problems.append(f"annotation {key} on {what}: {err}; ignored")
+                continue
+            if seconds < 0 and key == c.PREEMPTION_DELAY_ANNOTATION:
+                problems.append(f"annotation {key} on {what}: {value!r} is negative (a delay is 0 or more); ignored")
+                continue
+            fields[field] = str(value)
+    return fields, problems

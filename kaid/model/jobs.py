@@ -18,6 +18,7 @@ from kaid.api.duration import parse_duration
 from kaid.model.grouping import (
     WATCHED_OWNER_KINDS,
     OwnerIndex,
+    annotated_durations,
     annotated_topology,
     group_for_pod,
     label_sources,
@@ -204,6 +205,20 @@ def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg:
         topology, required, preferred = annotated_topology(pod, owner)
         if topology:
             job.topology, job.required_level, job.preferred_level = topology, required, preferred
+    if not job.explicit:  # (a PodGroup's own fields win; KAI's pod grouper reads these for the PodGroups it makes)
+        _durations_from(job, pod, owner)
+
+
+def _durations_from(job: Job, pod: Obj, owner: Obj | None) -> None:
+    """A workload's preemption delay and staleness grace period from its annotations (``annotated_durations``): what
+    the PodGroup kaid makes for it will say (``kaid.kube.podgrouper``)."""
+    fields, problems = annotated_durations(pod, owner)
+    for problem in problems:
+        job.warnings.append(Reason(ReasonCode.INVALID_ANNOTATION, problem))
+    if "stalenessGracePeriod" in fields:
+        job.stale_grace = parse_duration(fields["stalenessGracePeriod"])
+    if "preemptionDelay" in fields and (delay := parse_duration(fields["preemptionDelay"])) > 0:
+        job.preemption_delay = delay  # (KAI: a zero delay is none)
 
 
 _NAME = attrgetter("name")

@@ -103,6 +103,7 @@ class ReasonCode(StrEnum):
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
     INVALID_PREEMPTIBILITY = "InvalidPreemptibility"
     INVALID_TOPOLOGY = "InvalidTopology"
+    INVALID_ANNOTATION = "InvalidAnnotation"
     INVALID_DISRUPTION_BUDGET = "InvalidDisruptionBudget"
     UNKNOWN_TOPOLOGY = "UnknownTopology"
     UNKNOWN_TOPOLOGY_LEVEL = "UnknownTopologyLevel"

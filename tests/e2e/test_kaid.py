@@ -609,6 +609,27 @@ def test_job_made_from_a_cronjob_is_scheduled_in_its_queue(
     assert [(g["spec"]["queue"], g["spec"]["minMember"]) for g in groups] == [(q, 2)], groups
 
 
+def test_podgroup_made_for_a_workload_takes_its_delay_annotations(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """KAI's workload annotations for the PodGroup kaid makes: ``kai.scheduler/preemption-delay`` on the Job (the
+    owner's wins over its pods') and ``kai.scheduler/staleness-grace-period`` on its pods become the PodGroup's
+    ``preemptionDelay`` and ``stalenessGracePeriod``."""
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=2)
+    (q,) = make_queues(queue(f"delay-{_suffix()}", 0))
+    start_kaid("delay")
+    job = gang_job("tuned", pool, q, 2)
+    job["metadata"]["annotations"][c.PREEMPTION_DELAY_ANNOTATION] = "5m"
+    job["spec"]["template"]["metadata"]["annotations"] = {c.PREEMPTION_DELAY_ANNOTATION: "1s",
+                                                          c.STALENESS_GRACE_ANNOTATION: "2m"}
+    _create(cp, namespace, job)
+    _wait_bound(cp, namespace, 2, "job-name=tuned")
+    made = wait_for(lambda: podgroup(cp, namespace, "pg-job-tuned"), BIND_TIMEOUT, "kaid to make the Job's PodGroup")
+    spec = made.get("spec") or {}
+    assert (spec.get("preemptionDelay"), spec.get("stalenessGracePeriod"), spec.get("minMember")) == ("5m", "2m", 2)
+
+
 # --------------------------------------------------------------------------------------------------
 # The early first cycle
 
