@@ -82,8 +82,9 @@ CDI_DEVICE_PREFIX: Final = "k8s.device-plugin.nvidia.com/gpu="
 PIPELINED_NODE_ANNOTATION: Final = "kai.scheduler/pipelined-node"
 # ... and the action that pipelined it (reclaim, preempt, consolidate), reported when it is bound.
 PIPELINED_ACTION_ANNOTATION: Final = "kai.scheduler/pipelined-action"
-# Written by kai on a PodGroup when its running pods fall below minMember (RFC 3339 time).
-STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
+# Written by kai (as by KAI, under KAI's name) on a PodGroup when its running pods fall below minMember (RFC 3339
+# time); removed when the job is whole again. A job without a PodGroup object keeps it on its pods.
+STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"
 # Written by kai (as by KAI) on a PodGroup some of whose pods it evicted (RFC 3339 time): the job's preemptionDelay
 # counts from then, if later than its creation.
 LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"

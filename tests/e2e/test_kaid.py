@@ -44,6 +44,7 @@ from .kaid_helpers import (
     KAID,
     MANIFESTS,
     NOT_HERE,
+    PODGROUPS,
     QUEUE_LABEL,
     QUEUES,
     FakeGpuOperator,
@@ -607,6 +608,36 @@ def test_job_made_from_a_cronjob_is_scheduled_in_its_queue(
     _wait_bound(cp, namespace, 2, "job-name=nightly-now")
     groups = cp.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")["items"]
     assert [(g["spec"]["queue"], g["spec"]["minMember"]) for g in groups] == [(q, 2)], groups
+
+
+def test_gang_below_its_minimum_is_marked_stale_as_kai_marks_it(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """A running gang that loses a pod below its minMember carries KAI's ``kai.scheduler/stale-podgroup-timestamp``
+    on its PodGroup while its grace period runs (an hour here: nothing is evicted), so that a scheduler taking over
+    from the other, either way, counts the grace from the same time."""
+    cp = control_plane
+    started = time.time()
+    pool, _ = make_pool(1, gpus=2)
+    (q,) = make_queues(queue(f"stale-{_suffix()}", 0))
+    start_kaid("stale")
+    cp.create(f"{PODGROUPS}/namespaces/{namespace}/podgroups", {
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pair"},
+        "spec": {"minMember": 2, "queue": q, "stalenessGracePeriod": "1h"}})
+    for i in range(2):
+        _create(cp, namespace, pod(f"pair-{i}", pool, q, 1, annotations={c.POD_GROUP_ANNOTATION: "pair"}))
+    _wait_bound(cp, namespace, 2)
+    assert c.STALE_SINCE_ANNOTATION not in meta.annotations_of(podgroup(cp, namespace, "pair"))
+    cp.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/pair-1")
+
+    def mark() -> str | None:
+        value = meta.annotations_of(podgroup(cp, namespace, "pair")).get(c.STALE_SINCE_ANNOTATION)
+        return None if value is None else str(value)
+
+    since = wait_for(mark, BIND_TIMEOUT, "the PodGroup marked stale")
+    assert c.STALE_SINCE_ANNOTATION == "kai.scheduler/stale-podgroup-timestamp"
+    assert started - 1 <= meta.parse_time(since) <= time.time() + 1, since
+    assert [p["metadata"]["name"] for p in bound(pods_of(cp, namespace))] == ["pair-0"]  # its grace runs on
 
 
 def test_podgroup_made_for_a_workload_takes_its_delay_annotations(
