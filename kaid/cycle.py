@@ -142,7 +142,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     recalled = recall(memory, snap, cfg, STUCK_RELEASING_SECONDS) if memory is not None and focus is None else None
-    index = NodeIndex(snap.nodes, snap.journal)
+    index = NodeIndex(snap.nodes, snap.journal, snap.pods)
     hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
     session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recalled)
     out = Decisions(problems=list(snap.problems), memory=recalled.after if recalled is not None else None)

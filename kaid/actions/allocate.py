@@ -299,9 +299,25 @@ def _explain(job: Job, batch: list[Pod], placeable: int, index: NodeIndex, topo_
             ReasonCode.TOPOLOGY,
             f"the pods fit in the cluster but not inside one {job.required_level} domain of topology "
             f"{job.topology}, as required", {"topology": job.topology, "requiredLevel": job.required_level}))
+    if len(batch) > 1 and placeable < len(batch) and gang.linked(batch, index) and _fits_unlinked(batch, index):
+        out.append(Reason(
+            ReasonCode.POD_AFFINITY, f"the gang's pods fit on resources, but their required pod affinity or "
+            f"anti-affinity lets only {placeable} of the {len(batch)} be placed at once",
+            {"needed": len(batch), "placeable": placeable}))
     frag = fragmentation(batch, index)
     if frag is not None:
         out.append(frag)
     first = batch[min(placeable, len(batch) - 1)] if len(batch) > 1 else batch[0]
     out.append(fit_summary(first, index))
     return out
+
+
+def _fits_unlinked(batch: list[Pod], index: NodeIndex) -> bool:
+    """Whether the batch would fit now with no inter-pod affinity read (the greedy plan; what it assigns in the
+    index it releases again, so the pods placed are as they were for ``index.pod_affinity``)."""
+    tracker, index.pod_affinity = index.pod_affinity, None
+    try:
+        plain, _ = gang.greedy(batch, index, False, None)
+    finally:
+        index.pod_affinity = tracker
+    return plain is not None

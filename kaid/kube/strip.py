@@ -53,9 +53,10 @@ def _pod_spec(spec: Obj) -> Obj:
     out["containers"] = [_container(x) for x in spec.get("containers") or []]
     if spec.get("initContainers"):
         out["initContainers"] = [_container(x) for x in spec["initContainers"]]
-    na = (spec.get("affinity") or {}).get("nodeAffinity")
-    if na:
-        out["affinity"] = {"nodeAffinity": na}
+    affinity = spec.get("affinity") or {}
+    kept = {k: affinity[k] for k in ("nodeAffinity", "podAffinity", "podAntiAffinity") if affinity.get(k)}
+    if kept:
+        out["affinity"] = kept
     return out
 
 

@@ -19,6 +19,7 @@ from kaid.model.vocabulary import RESOURCES as RESOURCES
 if TYPE_CHECKING:
     from kaid.model.fingerprint import ObjectParts
     from kaid.model.journal import Journal
+    from kaid.model.podterms import PodTerm
 
 UNLIMITED = -1
 
@@ -110,10 +111,10 @@ class Pod:
     placement constraints, its ``status`` (a ``PodStatus``), node and devices, and the object it was read from."""
 
     __slots__ = (
-        "affinity", "cpu", "created", "deleted", "devices", "frac_devices", "gpu_frac", "gpu_group", "gpu_mem_mib",
-        "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector", "phase",
-        "pipeline_action",
-        "raw", "releasing", "sig", "started", "status", "tolerations", "uid",
+        "affinity", "anti", "cpu", "created", "deleted", "devices", "frac_devices", "gpu_frac", "gpu_group",
+        "gpu_mem_mib", "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector",
+        "phase", "pipeline_action", "pod_affinity", "raw", "releasing", "sig", "started", "status", "tolerations",
+        "uid",
     )
 
     def __init__(self, namespace: str, name: str, uid: str) -> None:
@@ -139,6 +140,9 @@ class Pod:
         self.node_selector: Mapping[str, str] = _NO_SELECTOR
         self.affinity: Sequence[list[dict[str, Any]]] = _NO_TERMS  # required nodeSelectorTerms (OR of ANDs)
         self.tolerations: Sequence[dict[str, Any]] = _NO_TOLERATIONS
+        # required inter-pod affinity and anti-affinity terms (``kaid.model.podterms``)
+        self.pod_affinity: tuple[PodTerm, ...] = ()
+        self.anti: tuple[PodTerm, ...] = ()
         self.labels: dict[str, str] = {}
         self.created = 0.0
         self.started = 0.0
@@ -154,7 +158,8 @@ class Pod:
         """A shallow copy: what a cycle changes on a pod (job, node, status, devices, group) is its own;
         the containers read from the object (labels, selectors, tolerations) are shared and never changed."""
         new = Pod.__new__(Pod)
-        new.affinity, new.cpu, new.created, new.devices = self.affinity, self.cpu, self.created, self.devices
+        new.affinity, new.anti, new.pod_affinity = self.affinity, self.anti, self.pod_affinity
+        new.cpu, new.created, new.devices = self.cpu, self.created, self.devices
         new.deleted = self.deleted
         new.frac_devices, new.gpu_frac, new.gpu_group = self.frac_devices, self.gpu_frac, self.gpu_group
         new.gpu_mem_mib, new.gpu_whole, new.job, new.key = self.gpu_mem_mib, self.gpu_whole, self.job, self.key

@@ -12,6 +12,7 @@ from kaid.api import meta
 from kaid.api.config import GpuSharingConfig
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
 from kaid.model.objects import Node, Pod, Reason
+from kaid.model.podterms import required_pod_terms
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -179,16 +180,24 @@ def _text(values: Obj, key: str) -> str | None:
 
 
 def _read_constraints(pod: Pod, spec: Mapping[str, Any]) -> None:
-    """The node selector, required node affinity and tolerations, and the signature they make."""
+    """The node selector, required node affinity, required inter-pod (anti-)affinity and tolerations, and the
+    signature they make."""
     selector = spec.get("nodeSelector")
     if selector:
         pod.node_selector = {str(k): str(v) for k, v in selector.items()}
-    if spec.get("affinity"):
+    affinity = spec.get("affinity")
+    if affinity:
         pod.affinity = _required_terms(spec)
+        if isinstance(affinity, dict) and ("podAffinity" in affinity or "podAntiAffinity" in affinity):
+            pod.pod_affinity = required_pod_terms(affinity, "podAffinity", pod.namespace)
+            pod.anti = required_pod_terms(affinity, "podAntiAffinity", pod.namespace)
     tolerations = spec.get("tolerations")
     if tolerations:
         pod.tolerations = [t for t in tolerations if isinstance(t, dict)]
-    if pod.node_selector or pod.affinity or pod.tolerations:
+    if pod.pod_affinity or pod.anti:  # (which nodes take it depends on the pods placed: a signature of its own)
+        pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations,
+                        [t.ident for t in pod.pod_affinity], [t.ident for t in pod.anti]))
+    elif pod.node_selector or pod.affinity or pod.tolerations:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
 
 

@@ -117,6 +117,7 @@ class ReasonCode(StrEnum):
     GANG_UNSCHEDULABLE = "GangUnschedulable"
     GANG_INCOMPLETE = "GangIncomplete"
     TOPOLOGY = "Topology"
+    POD_AFFINITY = "PodAffinity"  # the pods' required inter-pod (anti-)affinity, where resources alone would do
     NODE_FIT = "NodeFit"
     FRAGMENTATION = "Fragmentation"
     RECLAIM_NOT_POSSIBLE = "ReclaimNotPossible"
@@ -146,6 +147,8 @@ class NodeFailure(StrEnum):
     INSUFFICIENT_GPU = "InsufficientGPU"
     NO_GPU_MEMORY_LABEL = "NoGPUMemoryLabel"
     INSUFFICIENT_GPU_SHARE = "InsufficientGPUShare"
+    POD_AFFINITY = "PodAffinity"  # inter-pod affinity: no pod it must be with in the node's domain
+    POD_ANTI_AFFINITY = "PodAntiAffinity"  # a pod it must not be with (or that must not be with it) in the domain
 
     @property
     def words(self) -> str:
@@ -165,6 +168,8 @@ _FAILURE_WORDS: Final = {
     NodeFailure.INSUFFICIENT_GPU: "insufficient GPU",
     NodeFailure.NO_GPU_MEMORY_LABEL: "no GPU memory label",
     NodeFailure.INSUFFICIENT_GPU_SHARE: "no GPU with enough free share",
+    NodeFailure.POD_AFFINITY: "pod affinity not met",
+    NodeFailure.POD_ANTI_AFFINITY: "pod anti-affinity conflict",
 }
 
 

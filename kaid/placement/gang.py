@@ -56,7 +56,7 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
         Placements | None, int]:
     """Place pods one by one with the strategy; undo the tentative changes and return the plan. The last pod is
     not accounted: no choice after it would see it (a single pod's plan changes nothing in the index)."""
-    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods):
+    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods) and not linked(pods, index):
         return _fill(pods, index, allowed)
     return _one_by_one(pods, index, spread, allowed)
 
@@ -172,6 +172,13 @@ def _domains(index: NodeIndex, key: str, allowed: bytearray | None) -> dict[str,
     return {value: inside[value] for value in doms if value in inside}
 
 
+def linked(pods: list[Pod], index: NodeIndex) -> bool:
+    """Whether where ``pods`` may go depends on the pods placed (inter-pod affinity: ``PodAffinity.concerns``): they
+    are placed one at a time, each ``best_node`` choice seeing the ones before, with no count of room per node and no
+    solver (which place pods of one shape by their room alone)."""
+    return index.pod_affinity is not None and index.pod_affinity.concerns(pods)
+
+
 def _homogeneous(pods: list[Pod]) -> bool:
     first = pods[0]
     return all((p.gpu_whole, p.cpu, p.mem, p.sig, p.frac_devices) ==
@@ -251,13 +258,14 @@ def _members(mask: bytearray) -> Iterator[int]:
 def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
               time_limit: float, workers: int, region: bytearray | None, result: GangPlan) -> Placements | None:
     need = len(pods)
-    homogeneous = alike(pods)
+    tied = linked(pods, index)
+    homogeneous = alike(pods) and not tied
     # one pod: greedy finds a node iff one has room, and no solver runs; the count would only repeat it
     room = _room(pods[0], index, region) if homogeneous and need > 1 else None
     if room is not None and fewest_nodes(room[0], need) is None:
         result.placed_max = max(result.placed_max, min(need, room[1]))
         return None  # not even the free capacity of every node together would do
-    use_solver = solver == "cpsat" and not spread and all(not p.frac_devices for p in pods) and need > 1
+    use_solver = solver == "cpsat" and not spread and all(not p.frac_devices for p in pods) and need > 1 and not tied
     preferred = topo.preferred if topo else None
     if preferred:
         doms = _domains(index, preferred, region)

@@ -4,13 +4,14 @@ signature, and the only two functions that change a node's accounting (``assign`
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import pairwise
 
 from kaid.model.journal import Journal
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure
+from kaid.placement.podaffinity import PodAffinity, has_terms
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
 from kaid.placement.rooms import Misfits, Rooms
 
@@ -68,9 +69,9 @@ class NodeIndex:
     first node of a bucket that qualifies is also the first by name."""
 
     __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name", "changed",
-                 "epoch", "journal", "max_gpus", "nodes", "partial", "shared")
+                 "epoch", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared")
 
-    def __init__(self, nodes: list[Node], journal: Journal | None = None) -> None:
+    def __init__(self, nodes: list[Node], journal: Journal | None = None, pods: Sequence[Pod] = ()) -> None:
         self.nodes = nodes
         self.journal = journal  # where nodes shared with a live model are recorded before they change
         self.max_gpus = max((n.gpus for n in nodes), default=0)
@@ -91,6 +92,8 @@ class NodeIndex:
             if any(0 < u < 1000 for u in n.dev_used):
                 self.shared[n.index] = None
                 self.partial.update(n)
+        # inter-pod affinity, where some pod of ``pods`` (the snapshot's) has a term: the pods placed, per domain
+        self.pod_affinity: PodAffinity | None = PodAffinity(nodes, pods, self.domains) if has_terms(pods) else None
 
     # ----------------------------------------------------------------------------- static feasibility
     def static_mask(self, pod: Pod) -> bytearray:
@@ -184,6 +187,8 @@ class NodeIndex:
         """Account ``pod`` on ``node`` and ``devices`` (whole GPUs, or a share of each for a shared-GPU pod)."""
         if self.journal is not None:
             self.journal.node(node)
+        if self.pod_affinity is not None:
+            self.pod_affinity.add(node, pod)
         old = node.idle
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
@@ -212,6 +217,8 @@ class NodeIndex:
         """Give back what ``assign`` took; ``planning`` undoes a tentative plan without expiring caches."""
         if self.journal is not None:
             self.journal.node(node)
+        if self.pod_affinity is not None:
+            self.pod_affinity.remove(node, pod)
         old = node.idle
         node.used_cpu -= pod.cpu
         node.used_mem -= pod.mem
@@ -287,6 +294,8 @@ class NodeIndex:
                   allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
         """The greedy choice for one pod: binpack (fewest idle GPUs that fit) or spread (most)."""
         mask = self.static_mask(pod)
+        if self.pod_affinity is not None:
+            mask = self.pod_affinity.mask(pod, mask)
         nodes = self.nodes
         if pod.gpu_whole:
             # the buckets read in place (no generator between): in a region (a rack) most nodes of a bucket are

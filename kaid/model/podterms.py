@@ -1,0 +1,71 @@
+"""Inter-pod affinity and anti-affinity: the required terms of a pod (``spec.affinity.podAffinity`` /
+``podAntiAffinity``, ``requiredDuringSchedulingIgnoredDuringExecution``), read the way kube-scheduler's
+InterPodAffinity filter reads them (KAI's predicate plugin wraps that filter). Preferred terms are not read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kaid.model.selectors import selector_matches
+
+if TYPE_CHECKING:
+    from kaid.model.objects import Pod
+
+
+class PodTerm:
+    """One required term: the pods its ``labelSelector`` selects in ``namespaces`` (None: every namespace), within
+    the domain of the node label ``key`` (``topologyKey``). ``ident`` is the term as text (equal terms, equal
+    idents): what the placement counts are kept by."""
+
+    __slots__ = ("ident", "key", "namespaces", "selector")
+
+    def __init__(self, key: str, namespaces: frozenset[str] | None, selector: Mapping[str, Any] | None) -> None:
+        self.key = key
+        self.namespaces = namespaces
+        self.selector = selector
+        self.ident = repr((key, sorted(namespaces) if namespaces is not None else None, _canonical(selector)))
+
+    def matches(self, pod: Pod) -> bool:
+        """Whether the term selects ``pod``: its namespace is one of the term's, and its labels match the selector
+        (no selector matches no pod, an empty one every pod)."""
+        if self.namespaces is not None and pod.namespace not in self.namespaces:
+            return False
+        return self.selector is not None and selector_matches(self.selector, pod.labels)
+
+    def __repr__(self) -> str:
+        return f"PodTerm{self.ident}"
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return sorted((str(k), _canonical(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def required_pod_terms(affinity: Mapping[str, Any], kind: str, namespace: str) -> tuple[PodTerm, ...]:
+    """The required terms of ``affinity[kind]`` (``podAffinity`` or ``podAntiAffinity``) of a pod in ``namespace``.
+    A term's namespaces: those it lists, every namespace when it has an empty ``namespaceSelector`` (``{}``), the
+    pod's own when it names none. A non-empty ``namespaceSelector`` is not read (kai does not keep namespaces'
+    labels): the term then covers the namespaces it lists, or the pod's own (docs/compatibility.md). A term without
+    a ``topologyKey`` is not valid in the API: skipped."""
+    part = affinity.get(kind)
+    if not isinstance(part, Mapping):
+        return ()
+    out: list[PodTerm] = []
+    for term in part.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        if not isinstance(term, Mapping) or not term.get("topologyKey"):
+            continue
+        listed = frozenset(str(n) for n in term.get("namespaces") or [])
+        ns_selector = term.get("namespaceSelector")
+        namespaces: frozenset[str] | None
+        if isinstance(ns_selector, Mapping) and not ns_selector.get("matchLabels") and \
+                not ns_selector.get("matchExpressions"):
+            namespaces = None
+        else:
+            namespaces = listed or frozenset((namespace,))
+        selector = term.get("labelSelector")
+        out.append(PodTerm(str(term["topologyKey"]), namespaces, selector if isinstance(selector, Mapping) else None))
+    return tuple(out)
