@@ -45,7 +45,7 @@ def job_fields(j: Job, pods: tuple[str, ...]) -> tuple[object, ...]:
     return (j.key, j.queue, j.min_member, j.min_subgroup, j.priority, j.priority_class, j.preemptible,
             j.preempt_never, j.preemptibility, j.created, len(j.errors), j.topology, j.required_level,
             j.preferred_level, j.stale_grace, j.stale_since, repr(j.subgroups), j.request_milli, j.preemption_delay,
-            j.last_eviction, pods)
+            j.last_eviction, j.succeeded, pods)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Any
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
-from kaid.model.build import complete_job, node_gone, place_pod, pod_role
+from kaid.model.build import complete_job, node_gone, place_pod, pod_role, succeeded_ours
 from kaid.model.fingerprint import ObjectParts, accounted, job_part, label_part, node_part, pod_part
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
@@ -60,8 +60,8 @@ _POLICY = {"PriorityClass", "Topology", "PodDisruptionBudget"}
 class _PodEntry:
     """One pod object and what the model read from it."""
 
-    __slots__ = ("chain", "group", "included", "job", "node", "obj", "placed", "problems", "rank", "reservation",
-                 "seq", "tpl", "waiting")
+    __slots__ = ("chain", "done", "group", "included", "job", "node", "obj", "placed", "problems", "rank",
+                 "reservation", "seq", "tpl", "waiting")
 
     def __init__(self, obj: Obj, seq: int) -> None:
         self.obj = obj
@@ -77,6 +77,7 @@ class _PodEntry:
         self.job: str | None = None
         self.chain: tuple[tuple[str, str, str], ...] = ()  # the owners looked up to group it
         self.waiting = ""  # its uid, while it is a pending shared-GPU pod (reservations wait for it)
+        self.done: str | None = None  # the job of one of this scheduler's pods that has succeeded (``job_done``)
 
 
 class _JobEntry:
@@ -116,6 +117,7 @@ class LiveModel:
         self.node_tpl: dict[str, Node] = {}
         self.node_pods: dict[str, set[str]] = {}  # node name -> pods placed on it (holding or not)
         self.job_pods: dict[str, set[str]] = {}  # job key -> its pods
+        self.job_done: dict[str, set[str]] = {}  # job key -> its pods that have succeeded (``Job.succeeded``)
         self.owner_pods: dict[tuple[str, str, str], set[str]] = {}  # owner looked up -> pods grouped through it
         self.jobs: dict[str, _JobEntry] = {}
         self.mem_jobs: set[str] = set()  # jobs with gpu-memory pods: their GPU share depends on the nodes
@@ -353,7 +355,14 @@ class LiveModel:
                     del self.owner_pods[okey]
         if entry.waiting:
             self._wait(entry.waiting, -1)
-        entry.node = entry.job = None
+        if entry.done is not None:
+            done = self.job_done.get(entry.done)
+            if done is not None:
+                done.discard(key)
+                if not done:
+                    del self.job_done[entry.done]
+            self.dirty_jobs.add(entry.done)
+        entry.node = entry.job = entry.done = None
         entry.rank = None
         entry.chain = ()
         entry.waiting = entry.group = ""
@@ -388,6 +397,10 @@ class LiveModel:
         entry.placed = None
         wanted, ours = pod_role(obj, self.cfg)
         if not wanted:
+            if succeeded_ours(obj, self.cfg.schedulerName):  # counted for its job, nothing more (``Job.succeeded``)
+                entry.done = job = self._job_key(key, entry, obj, meta.namespace(obj))
+                self.job_done.setdefault(job, set()).add(key)
+                self.dirty_jobs.add(job)
             return
         entry.problems = []
         placed = read_pod(obj, entry.problems)
@@ -407,15 +420,7 @@ class LiveModel:
         if entry.reservation or not ours or (not placed.node and placed.releasing):
             return
         entry.included = True
-        pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
-        if pg_name:
-            job = f"{placed.namespace}/{pg_name}"
-        else:
-            job = f"{placed.namespace}/{group_for_pod(obj, self.owners).name}"
-            entry.chain = _owner_chain(obj, self.owners)
-            for okey in entry.chain:
-                self.owner_pods.setdefault(okey, set()).add(key)
-        entry.job = job
+        entry.job = job = self._job_key(key, entry, obj, placed.namespace)
         members = self.job_pods.get(job)
         if members is None or job not in self.podgroups:
             self.job_order = None
@@ -424,6 +429,17 @@ class LiveModel:
         if placed.status == PodStatus.PENDING and placed.frac_devices:
             entry.waiting = placed.uid
             self._wait(placed.uid, 1)
+
+    def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str) -> str:
+        """The key of the pod's job: the PodGroup it names, else its workload's (the owners looked up are indexed,
+        so that the pod is grouped again when one of them changes)."""
+        pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+        if pg_name:
+            return f"{namespace}/{pg_name}"
+        entry.chain = _owner_chain(obj, self.owners)
+        for okey in entry.chain:
+            self.owner_pods.setdefault(okey, set()).add(key)
+        return f"{namespace}/{group_for_pod(obj, self.owners).name}"
 
     def _read_node(self, name: str) -> None:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""
@@ -494,6 +510,7 @@ class LiveModel:
             job.errors.extend(e.problems)
             job.pods.append(e.placed)
         job = jobs[key]
+        job.succeeded = len(self.job_done.get(key, ()))
         complete_job(job, self.queues, self.pcs, self.topologies)
         check_min_member(jobs, self.owners)
         entry = _JobEntry(job, [p.key for p in job.pods])
@@ -751,7 +768,7 @@ def _copy_job(j: Job) -> Job:
     new.queue, new.raw, new.request_milli, new.required_level = j.queue, j.raw, j.request_milli, j.required_level
     new.stale_grace, new.stale_since, new.subgroups = j.stale_grace, j.stale_since, j.subgroups
     new.preemption_delay, new.last_eviction = j.preemption_delay, j.last_eviction
-    new.topology = j.topology
+    new.topology, new.succeeded = j.topology, j.succeeded
     new.warnings = list(j.warnings)
     return new
 

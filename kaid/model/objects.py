@@ -224,6 +224,7 @@ class Job:
         "stale_grace",
         "stale_since",
         "subgroups",
+        "succeeded",
         "topology",
         "warnings",
     )
@@ -257,6 +258,9 @@ class Job:
         self.explicit = False
         self.raw: dict[str, Any] | None = None
         self.request_milli = 0
+        # its pods that have finished with phase Succeeded: not in ``pods`` (never placed nor counted), read only so
+        # that a job with one is never stale (KAI's PodGroupInfo.IsStale, job_info.go:495)
+        self.succeeded = 0
 
     def __repr__(self) -> str:
         return f"Job({self.key}, q={self.queue}, min={self.min_member}, pods={len(self.pods)})"
