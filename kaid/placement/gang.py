@@ -211,11 +211,15 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
             result.topology_failed = True
             return result
         regions = [doms[d] for d in _best_fit(pods, index, doms, spread, topo.required, None)]
-    for region in regions:
-        plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result)
-        if plan is not None:
-            result.placements = plan
-            return result
+    # as KAI tries the domains that could hold the whole job (plugins/topology/job_filtering.go,
+    # getJobAllocatableDomains, sortDomainInfos): one of the preferred level in any required domain first
+    passes = (True, False) if topo and topo.preferred and len(regions) > 1 else (None,)
+    for preferred_only in passes:
+        for region in regions:
+            plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result, preferred_only)
+            if plan is not None:
+                result.placements = plan
+                return result
     if topo and topo.required and within is None:
         # would it fit ignoring the required domain? then topology is the reason
         plain, _ = greedy(pods, index, spread, None)
@@ -256,7 +260,10 @@ def _members(mask: bytearray) -> Iterator[int]:
 
 
 def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
-              time_limit: float, workers: int, region: bytearray | None, result: GangPlan) -> Placements | None:
+              time_limit: float, workers: int, region: bytearray | None, result: GangPlan,
+              preferred_only: bool | None = None) -> Placements | None:
+    """The gang in ``region``: inside one domain of the preferred level where one can hold it, else anywhere in the
+    region. ``preferred_only``: True, the first alone; False, the second alone; None, both."""
     need = len(pods)
     tied = linked(pods, index)
     homogeneous = alike(pods) and not tied
@@ -267,12 +274,14 @@ def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None
         return None  # not even the free capacity of every node together would do
     use_solver = solver == "cpsat" and not spread and all(not p.frac_devices for p in pods) and need > 1 and not tied
     preferred = topo.preferred if topo else None
-    if preferred:
+    if preferred and preferred_only is not False:
         doms = _domains(index, preferred, region)
         for d in _best_fit(pods, index, doms, spread, preferred, region):
             plan = _improve(pods, index, spread, doms[d], use_solver, time_limit, workers, result)
             if plan is not None:
                 return plan
+    if preferred_only:
+        return None
     return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, room)
 
 
