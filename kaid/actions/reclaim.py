@@ -7,6 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from kaid.actions import gangs
 from kaid.actions.evictions import SILENT, budget_note, evict_for_pending
 from kaid.actions.limits import fmt, limit_violation
 from kaid.actions.order import allocatable
@@ -15,7 +16,7 @@ from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Constraint, Search, Unit
 from kaid.api.config import Action
-from kaid.model.objects import GPU, RESOURCES, Job, Queue, Reason
+from kaid.model.objects import GPU, RESOURCES, Job, Pod, Queue, Reason
 from kaid.model.vocabulary import PodStatus, ReasonCode
 
 
@@ -84,9 +85,13 @@ class ReclaimRules:
         return [q for q in queues if self.candidate_queue(session, att, q)]
 
     def valid(self, session: Session, att: Attempt, out: Outcome) -> bool:
+        """KAI's reclaim scenario validator (``proportion.reclaimableFn``): each victim job's amounts as KAI's
+        ``getVictimResources`` reads them (``reclaimed``), queue by queue."""
         taken: dict[str, list[tuple[int, int, int]]] = {}
-        for u in out.evicted:
-            taken.setdefault(u.queue.name, []).append(_held(u))
+        for job, pods in victim_tasks(out.units).values():
+            amounts = reclaimed(job, pods)
+            if amounts:
+                taken.setdefault(job.queue, []).extend(amounts)
         assert self.before is not None
         return reclaimable(session.snap.queues, att.queue, att.request, att.job.preemptible,
                            [(session.snap.queues[q], amounts) for q, amounts in taken.items()], self.before)
@@ -150,8 +155,50 @@ class ReclaimRules:
 
 
 
-def _held(unit: Unit) -> tuple[int, int, int]:
-    pods = [p for p in unit.pods if p.status == PodStatus.EVICTED]
+def victim_tasks(units: list[Unit]) -> dict[str, tuple[Job, list[Pod]]]:
+    """Each victim job of a scenario with its pods in the order the scenario took them (KAI's ``VictimInfo.Tasks``):
+    every pod of its units, those put back too."""
+    out: dict[str, tuple[Job, list[Pod]]] = {}
+    for u in units:
+        entry = out.get(u.job.key)
+        if entry is None:
+            out[u.job.key] = (u.job, list(u.pods))
+        else:
+            entry[1].extend(u.pods)
+    return out
+
+
+def reclaimed(job: Job, pods: list[Pod]) -> list[tuple[int, int, int]]:
+    """What a victim job gives up, as KAI's validator reads it (``proportion.getVictimResources`` with
+    allowConsolidatingReclaim, its default): the job's victim pods split per pod set by their order, the first
+    ``minAvailable`` of each its core and the rest elastic; each elastic pod on its own, then the core together
+    (last), counting only the pods still evicted (one placed back holds its place). So a gang's core that goes while
+    one of its elastic pods comes back is checked as two amounts, its last against a victim queue already brought
+    down by the first (KAI's ``reclaim_elastic_test.go:995``)."""
+    if not job.subgroups:
+        groups = [(job.min_member, pods)]
+    else:
+        where = {id(p): ps for ps in gangs.gang_of(job).all_pod_sets() for p in ps.pods}
+        per_set: dict[str, tuple[int, list[Pod]]] = {}
+        for p in pods:
+            ps = where.get(id(p))
+            name, least = (ps.name, ps.min_available) if ps is not None else (gangs.DEFAULT_POD_SET, 0)
+            per_set.setdefault(name, (least, []))[1].append(p)
+        groups = list(per_set.values())
+    core: list[Pod] = []
+    elastic: list[Pod] = []
+    for least, members in groups:
+        cut = max(least, 0)
+        core += members[:cut]
+        elastic += members[cut:]
+    out = [_held([p]) for p in elastic if p.status == PodStatus.EVICTED]
+    core = [p for p in core if p.status == PodStatus.EVICTED]
+    if core:
+        out.append(_held(core))
+    return out
+
+
+def _held(pods: list[Pod]) -> tuple[int, int, int]:
     return (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods),
             sum(p.cpu for p in pods), sum(p.mem for p in pods))
 

@@ -68,6 +68,8 @@ class Outcome:
     moved: list[Pod]
     placements: Placements
     start: int = 0
+    # every unit of the scenario, those put back too, in its order (KAI's victims: reclaim splits a job's by them)
+    units: list[Unit] = field(default_factory=list)
 
 
 def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
@@ -200,7 +202,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
         if not all(session.restore(p) for p in u.pods if p.status == _EVICTED) or \
                 above(att):
             session.rollback(cp)
-    return Outcome([u for u in units if any(p.status == _EVICTED for p in u.pods)], moved, placed)
+    return Outcome([u for u in units if any(p.status == _EVICTED for p in u.pods)], moved, placed, units=list(units))
 
 
 def _room_for_batch(session: Session, att: Attempt) -> Callable[[], bool] | None:
