@@ -100,6 +100,19 @@ def test_an_existing_pods_anti_affinity_keeps_others_out_of_its_domain() -> None
     assert where(cycle([*objs[:-1], other_ns])) == {"noisy": "a"}  # the term covers the loner's namespace only
 
 
+def test_a_pod_kept_out_by_anti_affinity_does_not_fail_another_of_its_shape() -> None:
+    """Allocate remembers a failed placement by the pods' shape; one that failed by a placed pod's anti-affinity
+    says nothing of a pod of the same shape that the term does not select."""
+    objs = [*nodes(("a", "z1")), queue("q"),
+            pod("loner", queue="q", node_name="a", phase="Running", affinity=affinity(apart=[term(HOST, app="noisy")])),
+            pod("noisy", gpus=1, queue="q", labels={"app": "noisy"}, created="2026-01-01T00:00:00Z"),
+            pod("quiet", gpus=1, queue="q", created="2026-01-01T00:01:00Z")]
+    d = cycle(objs)
+    assert where(d) == {"quiet": "a"}
+    assert any(r.code == "NodeFit" and r.details["failures"] == {"PodAntiAffinity": 1}
+               for rs in d.pending.values() for r in rs)
+
+
 def test_preempt_places_the_preemptor_where_its_anti_affinity_lets_it() -> None:
     """Both nodes' GPUs are held by preemptible pods; the lowest-priority victim is on a, but the high-priority pod's
     anti-affinity excludes a (a pod it must not be with runs there, not preemptible): the victim is taken on b."""

@@ -193,8 +193,11 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     """Bind the batch where it fits now, or pipeline it onto what releasing pods hold; else say why not."""
     index = session.index
     within = gangs.domain_of_running(job, session) if job.required_level else None
+    # a batch that inter-pod affinity ties to the pods placed fails or fits by its labels and terms too, which its
+    # shape does not say: its failure is neither looked up nor remembered
+    tied = index.pod_affinity is not None and gang.linked(batch, index)
     # (the failure key is looked up once a placement failed in this cycle, and worked out where one fails)
-    key = _failure_key(job, batch) if within is None and failed else None
+    key = _failure_key(job, batch) if within is None and failed and not tied else None
     hit = failed.get(key) if key is not None and job.key != session.focus else None
     if hit is not None and hit[0] == index.epoch:
         session.reasons[job.key] = list(hit[1])
@@ -211,7 +214,7 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     why = _explain(job, batch, plan.placed_max, index, plan.topology_failed) \
         if session.focus in (None, job.key) else _UNEXPLAINED
     session.reasons[job.key] = why
-    if key is None and within is None:
+    if key is None and within is None and not tied:
         key = _failure_key(job, batch)
     if key is not None:
         failed[key] = (index.epoch, why)
