@@ -7,6 +7,10 @@ and the decisions are the plain search's.
 - ``Search.draw_rest``: a search that found nothing draws its units left in no set order for its explanation, the
   units KAI's victim order would draw (where a PodDisruptionBudget needs their pods; else it counts them without
   drawing, ``evictions._countable``, tests/test_unit_count.py: these tests draw them all the same).
+- ``_same``: where the probe of the whole batch is solved and every unit of its solution stays a victim, the last
+  probe (KAI's ``probeAtK(n)`` with those victims as the recorded ones) would simulate the same scenario from the
+  same session; the probe's outcome is kept as the answer (bench_victims: 32 of a first-fit cycle's 108
+  simulations).
 - ``vain``: a search whose every candidate unit, gone, leaves too few GPUs for the batch (node by node) is answered
   without its partial jobs; solved in full (no scenario budget) it finds nothing, and the decisions are the full
   search's.
@@ -451,3 +455,34 @@ def test_kept_evictions_decide_as_the_plain_search(case: Case) -> None:
 def test_the_benchmark_kept_evictions_are_the_plain_operations() -> None:
     wl = bench_victims.build_workload(nodes=40, reclaimers=8, seed=2)
     assert_kept_evictions_are_plain(wl.objects, bench_victims.config_for("greedy"))
+
+
+def _never_same(victims: list[int], units: list[int], failed: set[by_node.Fingerprint], k: int) -> bool:
+    return False
+
+
+@SETTINGS
+@given(case=cases())
+def test_the_whole_batchs_probe_kept_as_the_answer_decides_as_the_last_probe(case: Case) -> None:
+    """Keeping the solved probe of the whole batch (``_same``) decides as simulating the last probe again."""
+    kept = [0]
+    same = by_node._same
+
+    def counted(victims: list[int], units: list[int], failed: set[by_node.Fingerprint], k: int) -> bool:
+        ok = same(victims, units, failed, k)
+        kept[0] += ok
+        return ok
+
+    assert_same_decisions(lambda: decisions_over(case, 3), [(by_node, "_same", counted)],
+                          [(by_node, "_same", _never_same)])
+    event(f"probes kept: {'some' if kept[0] else 'none'}")
+
+
+def test_the_whole_batchs_probe_is_kept_only_where_the_last_probe_repeats_it() -> None:
+    """Kept only where every unit of the solution stays a victim, in the same order, and the scenario of them alone
+    did not fail before (the last probe would then go on to other scenarios)."""
+    assert by_node._same([3, 5], [3, 5], set(), 4)
+    assert not by_node._same([3], [3, 5], set(), 4)  # unit 5 put back: the last probe simulates 3 alone
+    assert not by_node._same([5, 3], [3, 5], set(), 4)
+    assert not by_node._same([3, 5], [3, 5], {(4, frozenset({3, 5}), frozenset())}, 4)
+    assert by_node._same([3, 5], [3, 5], {(2, frozenset({3, 5}), frozenset())}, 4)

@@ -198,7 +198,9 @@ class _Out:
 
 
 def test_solve_with_probes_then_whole_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each probe gets the recorded victims of the last solved one; the answer is a last probe at the whole batch."""
+    """Each probe gets the recorded victims of the last solved one; the answer is a last probe at the whole batch, or
+    the probe of the whole batch itself where the last one would repeat it (``_same``: here every unit stays a
+    victim)."""
     monkeypatch.setattr(by_node, "_victims_of", lambda search, units, outcome: list(units))
     monkeypatch.setattr(by_node, "kept_evictions", lambda session, start, recorded: start)
     monkeypatch.setattr(by_node, "replace", lambda att, **kw: att)
@@ -207,7 +209,7 @@ def test_solve_with_probes_then_whole_batch(monkeypatch: pytest.MonkeyPatch) -> 
     att = SimpleNamespace(batch=list(range(9)))
     search = SimpleNamespace(units=list(range(10)))
 
-    for solvable, want in ((5, [1, 2, 4, 8, 6, 5, 9]), (9, [1, 2, 4, 8, 9, 9]), (0, [1])):
+    for solvable, want in ((5, [1, 2, 4, 8, 6, 5, 9]), (9, [1, 2, 4, 8, 9]), (0, [1])):
         calls: list[tuple[int, tuple[int, ...]]] = []
 
         def generator(*args: Any, solvable: int = solvable, calls: list[Any] = calls) -> Any:
