@@ -5,12 +5,13 @@ d5bc503a, the last test regenerates every tests/conformance/kai-actions/ file an
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conformance.tools import act2yaml, go2yaml, plan
+from tests.conformance.tools import act2yaml, builders, check, go2yaml, plan
 
 GO = '''package reclaim
 
@@ -174,7 +175,7 @@ def test_an_unknown_go_field_raises() -> None:
 
 
 def test_the_integration_form_and_its_check(tmp_path: Path) -> None:
-    """go2yaml restates the same case for the integration folders (every action, RoundsUntilMatch kept), and --check
+    """go2yaml restates the same case for the integration folders (every action, RoundsUntilMatch kept), and check
     finds a file that agrees and one that does not."""
     kai = tmp_path / "kai"
     (kai / PATH).parent.mkdir(parents=True)
@@ -187,10 +188,14 @@ def test_the_integration_form_and_its_check(tmp_path: Path) -> None:
     same.write_text(text)
     other.write_text(text.replace("gpus_required: 0.5", "gpus_required: 1"))
     out: list[str] = []
-    assert go2yaml.main(["--kai-source", str(kai), "--check", str(same)], out.append) == 0
-    assert go2yaml.main(["--kai-source", str(kai), "--check", str(same), str(other)], out.append) == 1
-    assert "reclaim-01.yaml: same" in out[0]
-    assert ".expected.jobs.waiting.gpus_required: file=1 tool=0.5" in out[-1]
+    assert go2yaml.main(["--kai-source", str(kai), PATH, "9", "reclaim"], out.append) == 0
+    assert out == [text]
+    out.clear()
+    assert check.main(["--kai-source", str(kai), str(same)], out.append) == 0
+    assert check.main(["--kai-source", str(kai), str(same), str(other)], out.append) == 1
+    assert out[0] == f"{tmp_path.name}/reclaim-01.yaml: same\n"
+    assert ".expected.jobs.waiting.gpus_required: file=1 tool=0.5" in out[-2]
+    assert out[-1] == "1 DIFFERS, 1 same\n"
 
 
 KAI_SOURCE = os.environ.get("KAI_SOURCE")
@@ -205,3 +210,10 @@ def test_every_kai_actions_file_regenerates_byte_for_byte(tmp_path: Path) -> Non
     made = {p.name: p.read_text() for p in tmp_path.glob("*.yaml")}
     assert sorted(made) == sorted(have)
     assert [n for n in sorted(have) if have[n] != made[n]] == []
+
+
+@pytest.mark.parametrize(("made", "path"), [
+    (builders.preempt_05, "kai-actions/preempt-05.yaml"), (builders.preempt_20, "kai-actions/preempt-20.yaml"),
+    (builders.reclaim_50_more, "kai-more/reclaim-50.yaml"), (builders.reclaim_51_more, "kai-more/reclaim-51.yaml")])
+def test_the_hand_written_files_are_the_repositorys(made: Callable[[], str], path: str) -> None:
+    assert made() == (Path(__file__).parent / "conformance" / path).read_text()

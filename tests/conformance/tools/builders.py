@@ -1,6 +1,7 @@
 """``../kai-actions/`` files restated from KAI's builder tests (one case built in Go code, not a table), written out
 here by hand: preempt-05 and preempt-20. (reclaim-21 and -22, builder tests with one ``TestTopologyBasic`` literal
-each, are read by ``act2yaml`` from that literal.)"""
+each, are read by ``act2yaml`` from that literal.) Also kai-more/reclaim-50 and -51, two raw-session integration tests
+on generated topologies, which ``go2yaml --check`` compares with these."""
 
 from __future__ import annotations
 
@@ -110,7 +111,96 @@ def preempt_05() -> str:
     return dump(sc, notes)
 
 
+INTEGRATION = "pkg/scheduler/actions/integration_tests/reclaim/"
+
+
+def reclaim_50_more() -> str:
+    """kai-more/reclaim-50: TestUnschedulableDistributedReclaimTopology (reclaim_topology_test.go:26), a raw-session
+    test on a generated topology."""
+    running = [_job(f"running-job-{i}", "queue-0", 50, 1, 81 - i,
+                    [{"name": f"running-job-{i}-0", "state": "Running", "node": f"node{i % 10}"}]) for i in range(80)]
+    pend = _job("unschedulable-distributed-job", "queue-1", 50, 8, 1,
+                [{"name": f"unschedulable-distributed-job-{t}", "state": "Pending"} for t in range(10)])
+    sc = {"name": "unschedulable distributed reclaim topology", "category": "reclaim",
+          "source": INTEGRATION + "reclaim_topology_test.go", "source_line": 26, "actions": ["reclaim"],
+          "match_mode": "raw_session", "rounds": 1, "rounds_after_match": 0,
+          "nodes": [_node(f"node{i}", 8) for i in range(10)],
+          "queues": [_queue("default", None, 0, -1, -1, "department"), _queue("queue-0", "default", 0, 1, 0),
+                     _queue("queue-1", "default", 1, 80, 0)],
+          "jobs": [*running, pend],
+          "expected": {"jobs": {"unschedulable-distributed-job": {"status": "Pending", "gpus_required": 80},
+                                **{j["name"]: {"status": "Running", "node": j["tasks"][0]["node"], "gpus_required": 1}
+                                   for j in running}},
+                       "max_per_round": {"binds": 0, "evictions": 0, "pipelines": 0}}}
+    notes = [
+        "Custom harness (TestUnschedulableDistributedReclaimTopology): the topology comes from "
+        "buildLargeJobReclaimTopology (reclaim_large_job_topology_test.go:34) with "
+        "defaultUnschedulableDistributedReclaimParams(10): 10 nodes x 8 GPUs, 80 running 1-GPU train jobs in queue-0 "
+        "(node{i mod 10}), one pending train job of 10 tasks x 8 GPUs in queue-1; queue-0 deserves 80-80+1 = 1 GPU, "
+        "queue-1 deserves 80, both with GPUOverQuotaWeight 0.",
+        "One session is built and only the reclaim action runs. The source asserts on the raw session that all 10 "
+        "tasks of unschedulable-distributed-job are Pending and that no job has a Releasing or a Pipelined task; the "
+        "running jobs (which can only be Running or Releasing here) are therefore written as Running. The source does "
+        "not assert nodes; the running jobs' nodes are their input nodes.",
+        "Cache mocks: NumberOfCacheBinds, NumberOfCacheEvictions and NumberOfPipelineActions are all 0.",
+        "The source also asserts that reclaim tried to solve for the job (OnJobSolutionStart called at least once); "
+        "that is not expressible here. TestDefaultGeneratorPortfolioPreservesTopologyReclaimCoverage in the same file "
+        "builds the same session and asserts the same pending tasks plus scenario-generator internals; it is not "
+        "restated separately.",
+        "All jobs have the same priority, so created_minutes_ago follows the source order: running-job-i was created "
+        "81-i minutes ago, the pending job 1 minute ago.",
+        DEPT_NOTE,
+    ]
+    return dump(sc, notes)
+
+
+def reclaim_51_more() -> str:
+    """kai-more/reclaim-51: TestManySingleGPUJobsReclaimTopology (reclaim_many_single_gpu_topology_test.go:54)."""
+    rq_name, pq_name = "many-single-gpu-running-queue", "many-single-gpu-pending-queue"
+    running = [_job(f"many-single-gpu-running-job-{i}", rq_name, 50, 1, 160 - i,
+                    [{"name": f"many-single-gpu-running-job-{i}-0", "state": "Running", "node": f"node{i % 10}"}])
+               for i in range(80)]
+    pending = [_job(f"many-single-gpu-pending-job-{i}", pq_name, 50, 1, 80 - i,
+                    [{"name": f"many-single-gpu-pending-job-{i}-0", "state": "Pending"}]) for i in range(80)]
+    rq = _queue(rq_name, "default", 0, 0, 0)
+    rq["reclaim_min_runtime_seconds"] = 30
+    sc = {"name": "many single GPU jobs reclaim benchmark", "category": "reclaim",
+          "source": INTEGRATION + "reclaim_many_single_gpu_topology_test.go", "source_line": 54,
+          "actions": ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"],
+          "match_mode": "raw_session", "rounds": 1, "rounds_after_match": 0,
+          "nodes": [_node(f"node{i}", 8) for i in range(10)],
+          "queues": [_queue("default", None, 0, -1, -1, "department"), rq, _queue(pq_name, "default", 1, 80, 0)],
+          "jobs": running + pending,
+          "expected": {"jobs": {**{j["name"]: {"status": "Releasing", "gpus_required": 1} for j in running},
+                                **{j["name"]: {"status": "Pipelined", "gpus_required": 1} for j in pending}},
+                       "max_per_round": {"binds": 0, "evictions": 80, "pipelines": 80}}}
+    notes = [
+        "Custom harness (TestManySingleGPUJobsReclaimTopology): the topology is buildManySingleGPUJobsReclaimTopology "
+        "(line 158) with manySingleGPUJobsReclaimParamsWithMinRuntime(10): 10 nodes x 8 GPUs, 80 running 1-GPU train "
+        "jobs in many-single-gpu-running-queue (node{i mod 10}; deserved 0 GPUs, GPUOverQuotaWeight 0, "
+        "ReclaimMinRuntime 30s) and 80 pending 1-GPU train jobs in many-single-gpu-pending-queue (deserved 80, "
+        "GPUOverQuotaWeight 0).",
+        "One session is built and the actions of manySingleGPUJobsSchedulingCycleActions "
+        "(reclaim_benchmark_test.go:157: allocate, consolidation, reclaim, preempt, stalegangeviction) run once "
+        "each. The source asserts on the raw "
+        "session that every running job has one Releasing task and every pending job one Pipelined task. It does not "
+        "assert nodes.",
+        "The source also asserts that after allocate alone all 80 pending tasks carry a fit error, and that reclaim "
+        "tried to solve (OnJobSolutionStart called); neither is expressible here.",
+        "Cache mocks: NumberOfCacheEvictions 80, NumberOfPipelineActions 80, NumberOfCacheBinds not set (0).",
+        "Jobs in the input started 60 s before the session (FORMAT.md 2.4), past the running queue's 30 s "
+        "ReclaimMinRuntime, so they may be reclaimed.",
+        "All jobs have the same priority, so created_minutes_ago follows the source order (running jobs first, then "
+        "pending jobs; 160 jobs).",
+        DEPT_NOTE,
+    ]
+    return dump(sc, notes)
+
+
 # (category, the builder func's line) -> the file text
 HAND_WRITTEN = {("preempt", 276): preempt_05, ("preempt", 56): preempt_20}
 # (category, the builder func's line) -> the line of its one TestTopologyBasic literal, read like a table case
 LITERAL_AT = {("reclaim", 46): 52, ("reclaim", 133): 139}
+# integration files (kai-more) written by hand: (source, source_line) -> the file text
+INTEGRATION_HAND_WRITTEN = {(INTEGRATION + "reclaim_topology_test.go", 26): reclaim_50_more,
+                            (INTEGRATION + "reclaim_many_single_gpu_topology_test.go", 54): reclaim_51_more}

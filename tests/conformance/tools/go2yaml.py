@@ -7,7 +7,8 @@ Only the fields KAI's tables use are handled; an unknown Go field raises, so not
 ``match_mode: projected``); ``act2yaml`` narrows it to one action on the raw session (``../kai-actions/``).
 
     python -m tests.conformance.tools.go2yaml --kai-source DIR FILE LINE CATEGORY      # one case to stdout
-    python -m tests.conformance.tools.go2yaml --kai-source DIR --check YAML...         # compare files with the tool
+
+``check`` compares the files of the integration folders with what this module makes of their source.
 """
 
 from __future__ import annotations
@@ -628,49 +629,15 @@ def convert(kai_source: Path, path: str, line: int, category: str) -> str:
     return dump(sc, notes)
 
 
-def differences(have: Any, want: Any, where: str = "") -> list[str]:
-    """Where two loaded scenarios differ ('' is the top): one line per differing leaf, list or key."""
-    if isinstance(have, dict) and isinstance(want, dict):
-        return [d for k in sorted(set(have) | set(want), key=str)
-                for d in differences(have.get(k), want.get(k), f"{where}.{k}")]
-    if isinstance(have, list) and isinstance(want, list) and len(have) == len(want):
-        return [d for i, (x, y) in enumerate(zip(have, want, strict=True)) for d in differences(x, y, f"{where}[{i}]")]
-    return [] if have == want else [f"{where or '.'}: file={have!r} tool={want!r}"[:300]]
-
-
-def check_file(kai_source: Path, path: Path) -> list[str]:
-    """Regenerate a scenario file from the Go case it names (``source``, ``source_line``, the category from its
-    name) and compare everything but ``notes``; [] when they agree."""
-    have = yaml.safe_load(path.read_text())
-    category = path.stem.rpartition("-")[0]
-    want = yaml.safe_load(convert(kai_source, have["source"], have["source_line"], category))
-    have.pop("notes", None)
-    want.pop("notes", None)
-    return differences(have, want)
-
-
 def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdout.write) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.conformance.tools.go2yaml", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kai-source", type=Path, required=True, help="a checkout of KAI-Scheduler at d5bc503a")
-    ap.add_argument("--check", nargs="+", type=Path, metavar="YAML",
-                    help="compare these integration files (all but notes) with what the tool makes of their source")
-    ap.add_argument("case", nargs="*", help="FILE LINE CATEGORY: the Go file (relative to the checkout), the line "
-                                            "of the case's opening '{', the category")
+    ap.add_argument("file", help="the Go file, relative to the checkout")
+    ap.add_argument("line", type=int, help="the line of the case's opening '{'")
+    ap.add_argument("category", help="the category the file is named by (allocate, reclaim, ...)")
     args = ap.parse_args(argv)
-    if args.check:
-        bad = 0
-        for path in args.check:
-            try:
-                diffs = check_file(args.kai_source, path)
-            except Exception as e:  # report every file, then fail
-                diffs = [f"tool cannot read: {type(e).__name__}: {str(e)[:150]}"]
-            bad += bool(diffs)
-            out(f"{path.name}: {'same' if not diffs else 'DIFFERS'}\n" + "".join(f"  {d}\n" for d in diffs))
-        return 1 if bad else 0
-    if len(args.case) != 3:
-        ap.error("give FILE LINE CATEGORY, or --check YAML...")
-    out(convert(args.kai_source, args.case[0], int(args.case[1]), args.case[2]))
+    out(convert(args.kai_source, args.file, args.line, args.category))
     return 0
 
 
