@@ -71,7 +71,8 @@ class Eviction:
 
 @dataclass
 class Decisions:
-    """A cycle's outcome as plain data: what the daemon applies, kaictl prints and the simulator plays out."""
+    """A cycle's outcome as plain data: what the daemon applies, kaictl prints and the simulator plays out. Read
+    it, never write it: the lists of reasons of ``pending`` and ``allocate_reasons`` may be one list."""
 
     binds: list[Bind] = field(default_factory=list)
     evictions: list[Eviction] = field(default_factory=list)
@@ -123,10 +124,18 @@ def ready_pipelined(snap: Snapshot, roll: Roll | None = None) -> list[Pod]:
     return ready
 
 
-def _bind(pod: Pod, node: Node, action: str, by: str | None) -> Bind:
+def _bind(pod: Pod, node: Node, action: str, by: str | None, ones: dict[str, tuple[str]] | None = None) -> Bind:
+    """``ones``: the GPU groups of the one-device shared pods bound so far, each as a tuple of one, to hand out
+    again (pods that share a device share its group: at 4,000 nodes 6,000 binds of 2,561 groups)."""
     job = pod.job
     assert job is not None
-    groups = tuple(node.dev_group[d] or "" for d in pod.devices) if pod.frac_devices else ()
+    if not pod.frac_devices:
+        groups: tuple[str, ...] = ()
+    elif len(pod.devices) == 1 and ones is not None:
+        group = node.dev_group[pod.devices[0]] or ""
+        groups = ones.get(group) or ones.setdefault(group, (group,))
+    else:
+        groups = tuple(node.dev_group[d] or "" for d in pod.devices)
     return Bind(pod.key, node.name, job.key, job.queue, pod.devices, pod.gpu_group if pod.frac_devices else None,
                 pod.gpu_milli_on(node), action, by, groups)
 
@@ -158,11 +167,12 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     out.stale = session.stale
     out.stale_pods = {k: [p.key for p in snap.jobs[k].pods] for k in out.stale}
     reasons = session.reasons
+    ones: dict[str, tuple[str]] = {}
     for op in session.placements():
         if op.kind == OpKind.ALLOCATE:
-            out.binds.append(_bind(op.pod, op.node, op.action, op.by))
+            out.binds.append(_bind(op.pod, op.node, op.action, op.by, ones))
         else:
-            out.pipelined.append(_bind(op.pod, op.node, op.action, op.by))
+            out.pipelined.append(_bind(op.pod, op.node, op.action, op.by, ones))
     for op in session.evictions():
         job = op.pod.job
         out.evictions.append(Eviction(op.pod.key, op.node.name, job.key if job else "", op.action, op.by,
@@ -177,12 +187,16 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
             out.warnings[job.key] = list(job.warnings)
         if id(job) not in waiting:
             continue
-        why = list(job.errors) + reasons.get(job.key, [])
+        said = reasons.get(job.key)
+        if said and not job.errors and not job.warnings:
+            out.pending[job.key] = said  # (shared with ``allocate_reasons``: the lists of the decisions are read only)
+            continue
+        why = [*job.errors, *(said or ())]
         if not why:
             placed = sum(1 for p in job.pods if p.status in PLACED_THIS_CYCLE)
             why = [Reason(ReasonCode.NOT_PLACED_THIS_CYCLE,
                           f"{placed} of {len(job.pods)} pods were placed this cycle; the rest wait for the next")]
-        out.pending[job.key] = why + list(job.warnings)
+        out.pending[job.key] = [*why, *job.warnings]
     after = {row.name: row for row in queue_rows(snap)}
     for row in fair_rows:
         row.allocated_after = after[row.name].allocated

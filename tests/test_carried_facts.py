@@ -24,7 +24,7 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.journal import job_errors
 from kaid.model.live import LiveModel
-from kaid.model.objects import Job, Reason, Snapshot
+from kaid.model.objects import Job, Reason, Snapshot, own_errors
 from kaid.model.vocabulary import PodStatus
 from kaid.placement.index import NodeIndex
 from tests.objects import node, pod, podgroup, queue
@@ -148,7 +148,7 @@ def run_carried(seed: int, steps: int) -> int:
         for job in snap.jobs.values():  # the daemon's held jobs, before the cycle
             if rng.random() < 0.05:
                 job_errors(snap.journal, job).append(HELD)
-                cold.jobs[job.key].errors.append(HELD)
+                own_errors(cold.jobs[job.key]).append(HELD)
         taken += check_roll(snap, memory.carried)
         decisions = run_cycle(snap, cfg, memory=memory)
         assert decisions.memory is not None

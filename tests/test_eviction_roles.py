@@ -19,7 +19,7 @@ from kaid.actions.scenario import Attempt, request_of
 from kaid.actions.session import Session, Vec
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Job, Reason
+from kaid.model.objects import Job, Reason, own_errors
 from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
 from tests.equivalence import assert_same_decisions
@@ -86,7 +86,7 @@ def test_roles_leave_out_jobs_with_errors_and_pods_on_their_way_out() -> None:
     objs[3]["metadata"]["deletionTimestamp"] = "2025-12-31T23:59:30Z"
     cfg = SchedulerConfig()
     snap = build_snapshot(objs, cfg, NOW)
-    snap.jobs["default/bad"].errors.append(Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "broken"))
+    own_errors(snap.jobs["default/bad"]).append(Reason(ReasonCode.NOT_PLACED_THIS_CYCLE, "broken"))
     first = Roles.of(Session(snap, NodeIndex(snap.nodes), cfg))
     plain = afresh(Session(snap, NodeIndex(snap.nodes), cfg))
     assert [j.key for j in first.waiting()] == [j.key for j in plain.waiting()] == ["default/ok"]

@@ -20,7 +20,7 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.journal import job_errors
 from kaid.model.live import LiveModel
-from kaid.model.objects import Job, Node, Pod, Queue, Reason, Snapshot
+from kaid.model.objects import Job, Node, Pod, Queue, Reason, Snapshot, own_errors
 from kaid.placement.index import NodeIndex
 from kaid.sim.apply import bind_pod, pipeline_pod
 
@@ -404,7 +404,7 @@ def _scribble(snap: Snapshot) -> None:
     for p in snap.pods:
         p.status, p.node, p.devices = "Releasing", "elsewhere", (9,)
     for j in snap.jobs.values():
-        j.errors.append(j.errors[0] if j.errors else j.warnings[0] if j.warnings else None)  # type: ignore[arg-type]
+        own_errors(j).append(j.errors[0] if j.errors else j.warnings[0] if j.warnings else None)  # type: ignore[arg-type]
         j.pods.reverse()
     for q in snap.queues.values():
         q.allocated[0] += 5

@@ -16,7 +16,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.quantity import QuantityError, to_int, to_milli
 from kaid.model import build, jobs, pods
-from kaid.model.objects import Job, Pod, Reason
+from kaid.model.objects import Job, Pod, Reason, own_warnings
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -176,7 +176,7 @@ def plain_labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None,
     if job.preemptibility is None:
         job.preemptibility = preemptibility
         if bad:
-            job.warnings.append(Reason(
+            own_warnings(job).append(Reason(
                 ReasonCode.INVALID_PREEMPTIBILITY,
                 f"label {c.PREEMPTIBILITY_LABEL}={bad!r} is neither "
                 f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))

@@ -56,7 +56,7 @@ def allocate(session: Session) -> None:
                 for j in rest:
                     _serve(session, j, nexts.batch(j), failed, nexts, limits)
                 break
-    session.allocate_reasons = {k: list(v) for k, v in session.reasons.items()}
+    session.allocate_reasons = dict(session.reasons)  # (the lists are shared: ``Session.say`` sets new ones)
 
 
 def _more(job: Job, nexts: NextBatches) -> bool:
@@ -200,7 +200,7 @@ def _place(session: Session, job: Job, batch: list[Pod], failed: Failures) -> bo
     key = _failure_key(job, batch) if within is None and failed and not tied else None
     hit = failed.get(key) if key is not None and job.key != session.focus else None
     if hit is not None and hit[0] == index.epoch:
-        session.reasons[job.key] = list(hit[1])
+        session.reasons[job.key] = hit[1]  # (shared: never written, ``Session.say``)
         return False
     placed = _place_one(session, job, batch, within) if len(batch) == 1 else None
     if placed:

@@ -415,7 +415,10 @@ class Session:
             node.dev_group[d] = group
 
     def say(self, job: Job, reason: Reason) -> None:
-        self.reasons.setdefault(job.key, []).append(reason)
+        """Add a reason why ``job`` waits. The lists of ``reasons`` are never written once set (``allocate_reasons``
+        and allocate's failures share them): a new one is set."""
+        said = self.reasons.get(job.key)
+        self.reasons[job.key] = [reason] if said is None else [*said, reason]
 
 
 def _put(pod: Pod, status: str, node: Node, devices: Devices) -> None:

@@ -20,7 +20,7 @@ from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
-from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot
+from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot, own_errors
 from kaid.model.pods import (
     PodReader,
     annotation_text,
@@ -198,7 +198,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         job = job_for_pod(obj, pod, jobs, inp.owners, inp.namespaces, cfg, wait_for_owners,
                           "" if pg is None else str(pg))
         if pod_problems:
-            job.errors.extend(pod_problems)
+            own_errors(job).extend(pod_problems)
         pod.job = job
         job.pods.append(pod)
         mark = anns.get(stale_key)

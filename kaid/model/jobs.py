@@ -27,7 +27,7 @@ from kaid.model.grouping import (
     labelled_queue,
     top_owner,
 )
-from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason
+from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason, own_errors, own_warnings
 from kaid.model.pods import annotation_text, timestamp
 from kaid.model.vocabulary import ReasonCode
 
@@ -88,14 +88,14 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     jobs[job.key] = job
     spec = _read_spec(obj.get("spec"))
     if isinstance(spec, str):
-        job.errors.append(Reason(ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {spec}"))
+        own_errors(job).append(Reason(ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {spec}"))
         return
     job.min_member = spec.min_member
     job.queue = spec.queue
     job.priority_class = spec.priority_class
     if spec.preemptibility:
         job.preemptibility = spec.preemptibility
-    if spec.subgroups:  # (else the job's own empty list stays)
+    if spec.subgroups:  # (else it stays ``UNWRITTEN``)
         job.subgroups = list(spec.subgroups)  # the sub-groups' mappings are read, never written
     job.min_subgroup = spec.min_subgroup
     if spec.topology is not None:
@@ -135,7 +135,7 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
         job = jobs.get(key)
         if job is None:
             job = Job(pod.namespace, pg_name)
-            job.errors.append(Reason(
+            own_errors(job).append(Reason(
                 ReasonCode.MISSING_POD_GROUP,
                 f"pod {pod.key} names PodGroup {pg_name} (annotation {c.POD_GROUP_ANNOTATION}), "
                 f"which does not exist in namespace {pod.namespace}: create the PodGroup or remove the annotation",
@@ -153,7 +153,7 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
             job.raw = owner
             jobs[key] = job
             if wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
-                job.errors.append(Reason(
+                own_errors(job).append(Reason(
                     ReasonCode.OWNER_NOT_SEEN,
                     f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "
                     "of its pods must start together", {"kind": info.owner_kind, "name": info.owner_name}))
@@ -197,7 +197,7 @@ def _labels_from(job: Job, pod: Obj, owner: Obj | None, ns_obj: Obj | None, cfg:
     if job.preemptibility is None:
         job.preemptibility, bad = labelled_preemptibility(sources)
         if bad:
-            job.warnings.append(Reason(
+            own_warnings(job).append(Reason(
                 ReasonCode.INVALID_PREEMPTIBILITY,
                 f"label {c.PREEMPTIBILITY_LABEL}={bad!r} is neither "
                 f"{c.PREEMPTIBLE} nor {c.NON_PREEMPTIBLE}; using the priority to decide"))
@@ -214,7 +214,7 @@ def _durations_from(job: Job, pod: Obj, owner: Obj | None) -> None:
     the PodGroup kaid makes for it will say (``kaid.kube.podgrouper``)."""
     fields, problems = annotated_durations(pod, owner)
     for problem in problems:
-        job.warnings.append(Reason(ReasonCode.INVALID_ANNOTATION, problem))
+        own_warnings(job).append(Reason(ReasonCode.INVALID_ANNOTATION, problem))
     if "stalenessGracePeriod" in fields:
         job.stale_grace = parse_duration(fields["stalenessGracePeriod"])
     if "preemptionDelay" in fields and (delay := parse_duration(fields["preemptionDelay"])) > 0:
@@ -235,7 +235,7 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
     if job.priority_class:
         pc = pcs.get(job.priority_class)
         if pc is None:
-            job.warnings.append(Reason(
+            own_warnings(job).append(Reason(
                 ReasonCode.UNKNOWN_PRIORITY_CLASS,
                 f"priority class {job.priority_class!r} does not exist; using priority 0 "
                 f"(preemptible). Create it, or use one of {', '.join(sorted(pcs))}",
@@ -248,22 +248,22 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
         job.priority < c.PREEMPTIBLE_BELOW
     q = queues.get(job.queue)
     if q is None:
-        job.errors.append(Reason(
+        own_errors(job).append(Reason(
             ReasonCode.UNKNOWN_QUEUE, f"queue {job.queue!r} does not exist: create it (kaictl queue create {job.queue} "
             f"--gpu-quota N) or label the workload with an existing queue ({c.QUEUE_LABEL}=NAME)",
             {"queue": job.queue}))
     elif q.errors:
-        job.errors.append(Reason(ReasonCode.INVALID_QUEUE, f"its queue {q.name} is invalid: {q.errors[0].message}",
+        own_errors(job).append(Reason(ReasonCode.INVALID_QUEUE, f"its queue {q.name} is invalid: {q.errors[0].message}",
                                  {"queue": q.name}))
     elif q.children:
-        job.errors.append(Reason(
+        own_errors(job).append(Reason(
             ReasonCode.NOT_LEAF_QUEUE,
             f"queue {q.name} has child queues ({', '.join(ch.name for ch in q.children)}); only "
             "leaf queues hold workloads: submit to one of its children", {"queue": q.name}))
     if job.topology is not None:
         levels = topologies.get(job.topology)
         if levels is None:
-            job.errors.append(Reason(
+            own_errors(job).append(Reason(
                 ReasonCode.UNKNOWN_TOPOLOGY,
                 f"topology {job.topology!r} does not exist: create the Topology object or fix the "
                 f"{c.TOPOLOGY_ANNOTATION} annotation (known: {', '.join(sorted(topologies)) or 'none'})",
@@ -271,13 +271,14 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
         else:
             for lvl in (job.required_level, job.preferred_level):
                 if lvl is not None and lvl not in levels:
-                    job.errors.append(Reason(
+                    own_errors(job).append(Reason(
                         ReasonCode.UNKNOWN_TOPOLOGY_LEVEL,
                         f"{lvl!r} is not a level of topology {job.topology} (its levels: "
                         f"{', '.join(levels)})", {"topology": job.topology, "level": lvl}))
     elif job.required_level or job.preferred_level:
-        job.errors.append(Reason(ReasonCode.INVALID_TOPOLOGY, "a topology level is set without a topology name: set "
-                                 f"spec.topologyConstraint.topology or the {c.TOPOLOGY_ANNOTATION} annotation"))
+        own_errors(job).append(Reason(
+            ReasonCode.INVALID_TOPOLOGY, "a topology level is set without a topology name: set "
+            f"spec.topologyConstraint.topology or the {c.TOPOLOGY_ANNOTATION} annotation"))
 
 
 def _owner_capacity(owner: Obj | None) -> int | None:
@@ -307,7 +308,7 @@ def check_min_member(jobs: Mapping[str, Job], owners: OwnerIndex) -> None:
                 if o is not None and o is not p.raw:
                     cap = _owner_capacity(o)
                     if cap is not None and cap < job.min_member:
-                        job.errors.append(Reason(
+                        own_errors(job).append(Reason(
                             ReasonCode.MIN_MEMBER_TOO_LARGE,
                             f"PodGroup {job.key} needs minMember={job.min_member} pods at once "
                             f"but its {o.get('kind')} {meta.name(o)} runs at most {cap}: lower minMember to "

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kaid.model.objects import own_errors
+
 if TYPE_CHECKING:
     from kaid.model.objects import Job, Node, Pod, Reason
 
@@ -74,4 +76,4 @@ class Journal:
 
 def job_errors(journal: Journal | None, job: Job) -> list[Reason]:
     """The errors list to add a snapshot's job error to: the job's own in a snapshot without a journal."""
-    return job.errors if journal is None else journal.job_errors(job)
+    return own_errors(job) if journal is None else journal.job_errors(job)

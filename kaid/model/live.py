@@ -35,6 +35,7 @@ from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
 from kaid.model.journal import Journal
 from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
 from kaid.model.objects import (
+    UNWRITTEN,
     Budget,
     Job,
     Node,
@@ -44,6 +45,7 @@ from kaid.model.objects import (
     Queue,
     Reason,
     Snapshot,
+    own_errors,
     zero,
 )
 from kaid.model.pods import is_reservation_pod, read_pod
@@ -507,7 +509,8 @@ class LiveModel:
         for e in members:
             assert e.placed is not None
             job = job_for_pod(e.obj, e.placed, jobs, self.owners, self.namespaces, self.cfg, self.wait_for_owners)
-            job.errors.extend(e.problems)
+            if e.problems:
+                own_errors(job).extend(e.problems)
             job.pods.append(e.placed)
         job = jobs[key]
         job.succeeded = len(self.job_done.get(key, ()))
@@ -761,7 +764,8 @@ def _copy_node(n: Node) -> Node:
 
 def _copy_job(j: Job) -> Job:
     new = Job.__new__(Job)
-    new.created, new.errors, new.explicit, new.key = j.created, list(j.errors), j.explicit, j.key
+    new.created, new.explicit, new.key = j.created, j.explicit, j.key
+    new.errors = list(j.errors) if j.errors else UNWRITTEN
     new.min_member, new.min_subgroup, new.name, new.namespace = j.min_member, j.min_subgroup, j.name, j.namespace
     new.preempt_never, new.preemptibility, new.preemptible = j.preempt_never, j.preemptibility, j.preemptible
     new.preferred_level, new.priority, new.priority_class = j.preferred_level, j.priority, j.priority_class
@@ -769,7 +773,7 @@ def _copy_job(j: Job) -> Job:
     new.stale_grace, new.stale_since, new.subgroups = j.stale_grace, j.stale_since, j.subgroups
     new.preemption_delay, new.last_eviction = j.preemption_delay, j.last_eviction
     new.topology, new.succeeded = j.topology, j.succeeded
-    new.warnings = list(j.warnings)
+    new.warnings = list(j.warnings) if j.warnings else UNWRITTEN
     return new
 
 

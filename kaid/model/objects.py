@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 # kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
 from kaid.model.selectors import selector_matches
@@ -196,6 +196,40 @@ class Pod:
         return f"Pod({self.key}, {self.status}, node={self.node})"
 
 
+class _Unwritten(list[Any]):
+    """The empty list a job's ``errors``, ``warnings`` and ``subgroups`` are until one is written: read like any empty
+    list, written it raises (write through ``own_errors`` / ``own_warnings``, or set a new list). A cold snapshot reads
+    tens of thousands of jobs, and their three empty lists were 81,000 of the 214,000 objects that the garbage
+    collector's young collection after a 4,000-node build traverses."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a job's unwritten empty list is shared: add with own_errors / own_warnings, or set a new list")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+
+UNWRITTEN: list[Any] = _Unwritten()
+
+
+def own_errors(job: Job) -> list[Reason]:
+    """``job.errors`` as a list of its own, to add to."""
+    errors = job.errors
+    if type(errors) is _Unwritten:
+        errors = job.errors = []
+    return errors
+
+
+def own_warnings(job: Job) -> list[Reason]:
+    """``job.warnings`` as a list of its own, to add to."""
+    warnings = job.warnings
+    if type(warnings) is _Unwritten:
+        warnings = job.warnings = []
+    return warnings
+
+
 class Job:
     """A PodGroup: the unit of gang scheduling."""
 
@@ -242,8 +276,9 @@ class Job:
         self.preemptibility: str | None = None  # explicit preemptible / non-preemptible, if any
         self.pods: list[Pod] = []
         self.created = 0.0
-        self.errors: list[Reason] = []  # the job cannot be scheduled until these are fixed
-        self.warnings: list[Reason] = []  # scheduled anyway, but the user should know
+        # (these two and ``subgroups`` start as the shared ``UNWRITTEN``: add with ``own_errors`` / ``own_warnings``)
+        self.errors: list[Reason] = UNWRITTEN  # the job cannot be scheduled until these are fixed
+        self.warnings: list[Reason] = UNWRITTEN  # scheduled anyway, but the user should know
         self.topology: str | None = None
         self.required_level: str | None = None
         self.preferred_level: str | None = None
@@ -253,7 +288,7 @@ class Job:
         # evict anyone before max(created, last eviction) + the delay
         self.preemption_delay: float | None = None
         self.last_eviction: float | None = None
-        self.subgroups: list[dict[str, Any]] = []  # spec.subGroups: name, minMember, minSubGroup, parent
+        self.subgroups: list[dict[str, Any]] = UNWRITTEN  # spec.subGroups: name, minMember, minSubGroup, parent
         self.min_subgroup: int | None = None  # spec.minSubGroup: top-level sub-groups needed (None: all)
         self.explicit = False
         self.raw: dict[str, Any] | None = None
