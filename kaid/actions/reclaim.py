@@ -16,7 +16,7 @@ from kaid.actions.scenario import Attempt, Outcome
 from kaid.actions.session import Session, job_request
 from kaid.actions.victims import Constraint, Search, Unit
 from kaid.api.config import Action
-from kaid.model.objects import GPU, RESOURCES, Job, Pod, Queue, Reason
+from kaid.model.objects import GPU, RESOURCES, UNLIMITED, Job, Pod, Queue, Reason
 from kaid.model.vocabulary import PodStatus, ReasonCode
 
 
@@ -44,8 +44,10 @@ class ReclaimRules:
     def blocked(self, session: Session, att: Attempt) -> Reason | None:
         self.before = Before.of(session.snap.queues.values())
         self.allowed = {}
-        if limit_violation(att.queue, job_request(att.batch, session.ref), att.job) is not None:
-            return SILENT  # its own queue's limit blocks it (allocate said so); taking from others cannot help
+        req = job_request(att.batch, session.ref)
+        if limit_violation(att.queue, req, att.job) is not None and not room_by_evicting(att.queue, req,
+                                                                                        att.job.preemptible):
+            return SILENT  # a limit on its queue's path blocks it (allocate said so) and no victim can lift it
         if att.job.preempt_never:
             return SILENT  # preemptionPolicy: Never evicts nobody (kai's deviation from KAI, see preempt)
         why = cannot_reclaim(att.queue, att.request, att.job.preemptible)
@@ -153,6 +155,27 @@ class ReclaimRules:
             {"queue": q.name, "allocated": q.allocated[r], "fairShare": q.fair[r], "requested": att.request[r]})
 
 
+
+
+def room_by_evicting(queue: Queue, req: tuple[int, int, int], preemptible: bool) -> bool:
+    """Whether evicting other queues' preemptible pods could bring a request of ``queue`` within every limit on its
+    path (and, for a non-preemptible job, every quota): a limit on an ancestor counts what its leaves hold, and the
+    victims of other leaves beneath it free room there. KAI checks the limits in the scenario, once its victims are
+    gone (``AllocateJob``'s ``IsJobOverQueueCapacityFn``), not before (its reclaim action has no such check:
+    ``reclaim_elastic_test.go:879``, a department at its cpu limit whose one queue takes from the other). The bound:
+    each queue of the path with everything evictable beneath it gone but the leaf's own pods (reclaim takes none of
+    its own queue) and the non-preemptible pods of the others."""
+    own, own_np = queue.allocated, queue.alloc_np
+    for anc in queue.path():
+        for r in range(3):
+            if not req[r]:
+                continue
+            lim = anc.effective_limit(r)
+            if lim != UNLIMITED and own[r] + anc.alloc_np[r] - own_np[r] + req[r] > lim:
+                return False
+            if not preemptible and anc.quota[r] != UNLIMITED and anc.alloc_np[r] + req[r] > anc.quota[r]:
+                return False
+    return True
 
 
 def victim_tasks(units: list[Unit]) -> dict[str, tuple[Job, list[Pod]]]:
