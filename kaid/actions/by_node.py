@@ -262,7 +262,7 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
                 return [*recorded, *these], out
             failed.add(mark)
             session.rollback(out.start)
-            break  # KAI drops the scenario once a simulation of it breaks the rules (kai's pre-April reading)
+            # KAI (d5bc503a): the job solver goes on with the next node's scenario (its fingerprint recorded)
     return None
 
 
