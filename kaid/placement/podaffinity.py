@@ -40,6 +40,18 @@ class _Together:
         self.counts: list[dict[str, int]] = [{} for _ in terms]
 
 
+def _joined(terms: tuple[PodTerm, ...]) -> str:
+    return "\n".join(t.ident for t in terms)
+
+
+def _step(counts: dict[str, int], value: str, step: int) -> None:
+    left = counts.get(value, 0) + step
+    if left:
+        counts[value] = left
+    else:
+        del counts[value]
+
+
 def has_terms(pods: Sequence[Pod]) -> bool:
     """Whether some pod has a required pod affinity or anti-affinity term. Asked of every snapshot's pods once a
     cycle: only the pods with a signature are looked at (a pod with a term has one; most pods have none), found at C
@@ -50,26 +62,64 @@ def has_terms(pods: Sequence[Pod]) -> bool:
 _SIG = attrgetter("sig")
 
 
+class _ByLabel:
+    """Things filed by the term they belong to, by one label the term's selector requires (its first ``matchLabels``
+    pair), those of a selector without one apart: the ones a pod may match are found from its labels, not by trying
+    every term (1,000 replicas of 200 anti-affine sets at 1,000 nodes: 12.9 million matches a cycle, where a pod of
+    none of them now tries none). A term that selects no pod (no selector) is filed nowhere."""
+
+    __slots__ = ("_by", "_rest")
+
+    def __init__(self) -> None:
+        self._by: dict[tuple[str, str], list[str]] = {}
+        self._rest: list[str] = []
+
+    def add(self, term: PodTerm, item: str) -> None:
+        if term.selector is None:
+            return
+        pairs = term.selector.get("matchLabels") or {}
+        if pairs:
+            k, v = next(iter(pairs.items()))
+            self._by.setdefault((str(k), str(v)), []).append(item)
+        else:
+            self._rest.append(item)
+
+    def candidates(self, pod: Pod) -> list[str]:
+        """The items whose term may select ``pod`` (each still to be matched)."""
+        out = self._rest
+        if self._by:
+            for pair in pod.labels.items():
+                got = self._by.get(pair)
+                if got:
+                    out = out + got
+        return out
+
+
 class PodAffinity:
     """The placed pods that inter-pod affinity reads, as counts per topology domain (see the module)."""
 
-    __slots__ = ("_anti", "_holders", "_together", "domains", "nodes")
+    __slots__ = ("_anti", "_anti_by", "_held", "_together", "_together_by", "domains", "nodes")
 
     def __init__(self, nodes: Sequence[Node], pods: Iterable[Pod], domains: Domains) -> None:
         self.nodes = nodes
         self.domains = domains  # node label key -> value -> mask of its nodes (``NodeIndex.domains``)
-        self._together: dict[tuple[str, ...], _Together] = {}
-        self._anti: dict[str, tuple[PodTerm, dict[str, int]]] = {}  # anti term ident -> (term, value -> pods)
-        self._holders: dict[int, tuple[Pod, Node]] = {}  # id -> placed pod with anti-affinity terms, its node
+        self._together: dict[str, _Together] = {}  # a set of affinity terms (their idents joined) -> its counts
+        self._together_by = _ByLabel()  # the sets by their first term
+        # anti term ident -> (the term, placed pods it selects per domain value, placed pods that have it per value)
+        self._anti: dict[str, tuple[PodTerm, dict[str, int], dict[str, int]]] = {}
+        self._anti_by = _ByLabel()
+        self._held = 0  # placed pods with an anti-affinity term
         placed: list[Pod] = []
         for p in pods:
             if p.pod_affinity:
-                key = tuple(t.ident for t in p.pod_affinity)
+                key = _joined(p.pod_affinity)
                 if key not in self._together:
                     self._together[key] = _Together(p.pod_affinity)
+                    self._together_by.add(p.pod_affinity[0], key)
             for t in p.anti:
                 if t.ident not in self._anti:
-                    self._anti[t.ident] = (t, {})
+                    self._anti[t.ident] = (t, {}, {})
+                    self._anti_by.add(t, t.ident)
             if p.node and p.status in _ON_NODE:
                 placed.append(p)
         by_name = {n.name: n for n in nodes}
@@ -80,36 +130,42 @@ class PodAffinity:
 
     def _count(self, node: Node, pod: Pod, step: int) -> None:
         labels = node.labels
-        for group in self._together.values():
+        for key in self._together_by.candidates(pod):
+            group = self._together[key]
             if all(t.matches(pod) for t in group.terms):
                 for t, counts in zip(group.terms, group.counts, strict=True):
                     value = labels.get(t.key)
                     if value is not None:
-                        left = counts.get(value, 0) + step
-                        if left:
-                            counts[value] = left
-                        else:
-                            del counts[value]
-        for t, counts in self._anti.values():
+                        _step(counts, value, step)
+        for ident in self._anti_by.candidates(pod):
+            t, counts, _ = self._anti[ident]
             value = labels.get(t.key)
             if value is not None and t.matches(pod):
-                left = counts.get(value, 0) + step
-                if left:
-                    counts[value] = left
-                else:
-                    del counts[value]
+                _step(counts, value, step)
+        if pod.anti:
+            self._held += step
+            for t in pod.anti:
+                value = labels.get(t.key)
+                if value is not None:
+                    _step(self._anti[t.ident][2], value, step)
 
     def add(self, node: Node, pod: Pod) -> None:
         """``pod`` is placed on ``node`` now."""
         self._count(node, pod, 1)
-        if pod.anti:
-            self._holders[id(pod)] = (pod, node)
 
     def remove(self, node: Node, pod: Pod) -> None:
         """``pod`` left ``node``."""
         self._count(node, pod, -1)
-        if pod.anti:
-            self._holders.pop(id(pod), None)
+
+    def _theirs(self, pod: Pod) -> list[tuple[str, str]]:
+        """The domains placed pods' anti-affinity keeps ``pod`` out of."""
+        out: list[tuple[str, str]] = []
+        if self._held:
+            for ident in self._anti_by.candidates(pod):
+                t, _, holders = self._anti[ident]
+                if holders and t.matches(pod):
+                    out.extend((t.key, value) for value in holders)
+        return out
 
     def concerns(self, pods: Iterable[Pod]) -> bool:
         """Whether a placement of ``pods`` depends on the pods placed (a term of theirs, or a placed pod's
@@ -117,24 +173,18 @@ class PodAffinity:
         pods = list(pods)
         if any(p.pod_affinity or p.anti for p in pods):
             return True
-        return any(t.matches(p) for h, _ in self._holders.values() for t in h.anti for p in pods)
+        return bool(self._held) and any(self._theirs(p) for p in pods)
 
     def forbidden(self, pod: Pod) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """The domains (label key, value) the pod may not go to: (by its own anti-affinity, by placed pods')."""
         own = [(t.key, value) for t in pod.anti for value in self._anti[t.ident][1]]
-        theirs = []
-        for holder, node in self._holders.values():
-            for t in holder.anti:
-                value = node.labels.get(t.key)
-                if value is not None and t.matches(pod):
-                    theirs.append((t.key, value))
-        return own, theirs
+        return own, self._theirs(pod)
 
     def affinity_mask(self, pod: Pod) -> bytearray | None:
         """The nodes the pod's affinity terms let it go to (None: the pod has none)."""
         if not pod.pod_affinity:
             return None
-        group = self._together[tuple(t.ident for t in pod.pod_affinity)]
+        group = self._together[_joined(pod.pod_affinity)]
         size = len(self.nodes)
         out = (1 << size * 8) - 1 if size else 0  # (as an int: one byte per node, 0 or 1)
         ones = int.from_bytes(b"\x01" * size, "big")
@@ -152,7 +202,7 @@ class PodAffinity:
 
     def mask(self, pod: Pod, static: bytearray) -> bytearray:
         """``static`` (the nodes the pod's signature may go to) less the nodes inter-pod affinity keeps it from now."""
-        own, theirs = self.forbidden(pod) if pod.anti or self._holders else ((), ())
+        own, theirs = self.forbidden(pod) if pod.anti or self._held else ((), ())
         allowed = self.affinity_mask(pod)
         if not own and not theirs and allowed is None:
             return static
