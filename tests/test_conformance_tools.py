@@ -5,6 +5,7 @@ d5bc503a, the last test regenerates every tests/conformance/kai-actions/ file an
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -217,3 +218,18 @@ def test_every_kai_actions_file_regenerates_byte_for_byte(tmp_path: Path) -> Non
     (builders.reclaim_50_more, "kai-more/reclaim-50.yaml"), (builders.reclaim_51_more, "kai-more/reclaim-51.yaml")])
 def test_the_hand_written_files_are_the_repositorys(made: Callable[[], str], path: str) -> None:
     assert made() == (Path(__file__).parent / "conformance" / path).read_text()
+
+
+def test_an_unknown_constant_is_reported_not_guessed() -> None:
+    assert go2yaml.evaluate(["constants.PriorityBuildNumber", "+", "1"], {}) == 101
+    with pytest.raises(ValueError, match=r"cannot evaluate constants\.SpreadStrategy"):
+        go2yaml.evaluate(["constants.SpreadStrategy"], {})
+
+
+def test_a_checkout_at_another_commit_is_warned_about(tmp_path: Path) -> None:
+    assert go2yaml.revision_warning(tmp_path) is None  # not a git checkout: nothing to say
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    warning = go2yaml.revision_warning(tmp_path)
+    assert warning is not None and "not d5bc503a" in warning

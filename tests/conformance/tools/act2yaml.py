@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conformance.tools.builders import HAND_WRITTEN, LITERAL_AT
-from tests.conformance.tools.go2yaml import case_at, dump, read_go, restate
+from tests.conformance.tools.go2yaml import case_at, dump, read_go, restate, revision_warning
 from tests.conformance.tools.plan import PLAN, entries
 
 CATEGORIES = tuple(PLAN)
@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdou
     args = ap.parse_args(argv)
     if not (args.kai_source / "pkg/scheduler/actions").is_dir():
         ap.error(f"{args.kai_source} is not a KAI-Scheduler checkout (no pkg/scheduler/actions)")
+    if warning := revision_warning(args.kai_source):
+        out(warning + "\n")
     only = {n.strip() for o in args.only for n in o.split(",") if n.strip()} if args.only else None
     files, skipped = generate(args.kai_source, only)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from tests.conformance.tools.builders import INTEGRATION_HAND_WRITTEN
-from tests.conformance.tools.go2yaml import convert
+from tests.conformance.tools.go2yaml import convert, revision_warning
 
 
 def differences(have: Any, want: Any, where: str = "") -> list[str]:
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdou
     ap.add_argument("--kai-source", type=Path, required=True, help="a checkout of KAI-Scheduler at d5bc503a")
     ap.add_argument("files", nargs="+", type=Path, metavar="YAML")
     args = ap.parse_args(argv)
+    if warning := revision_warning(args.kai_source):
+        out(warning + "\n")
     counts: dict[str, int] = {}
     for path in args.files:
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+KAI_COMMIT = "d5bc503a"  # the KAI-Scheduler commit the files of tests/conformance restate
 CONSTS = {
     "constants.PriorityTrainNumber": 50,
     "constants.PriorityInteractivePreemptibleNumber": 75,
@@ -250,8 +252,22 @@ def evaluate(expr: list[str], consts: dict[str, str]) -> Any:
     for k in CONSTS:
         py = py.replace(k, k.replace(".", "_"))
     if re.fullmatch(r"[\w\s+\-*/().]+", py):
-        return eval(py, {"__builtins__": {}}, env)  # arithmetic on known constants only
+        try:
+            return eval(py, {"__builtins__": {}}, env)  # arithmetic on known constants only
+        except NameError as e:  # a name this module does not know (another package's constant)
+            raise ValueError(f"cannot evaluate {text} ({e})") from None
     raise ValueError(f"cannot evaluate {text}")
+
+
+def revision_warning(kai_source: Path) -> str | None:
+    """A warning when ``kai_source`` is a git checkout at another commit than the files restate (d5bc503a)."""
+    if not (kai_source / ".git").exists():
+        return None
+    head = subprocess.run(["git", "-C", str(kai_source), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    if head.startswith(KAI_COMMIT):
+        return None
+    return f"warning: {kai_source} is at {head or 'an unknown commit'}, not {KAI_COMMIT}: files may differ"
 
 
 def read_go(kai_source: Path, path: str) -> str:
@@ -637,6 +653,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], object] = sys.stdou
     ap.add_argument("line", type=int, help="the line of the case's opening '{'")
     ap.add_argument("category", help="the category the file is named by (allocate, reclaim, ...)")
     args = ap.parse_args(argv)
+    if warning := revision_warning(args.kai_source):
+        print(warning, file=sys.stderr)
     out(convert(args.kai_source, args.file, args.line, args.category))
     return 0
 
