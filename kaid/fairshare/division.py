@@ -18,6 +18,7 @@ of the whole unit that over-quota parts are rounded to (1000 for GPUs).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -127,17 +128,30 @@ def _give(part: Fraction, wanted: int, unit: int) -> int:
 
 
 def _share_weights(shares: list[Share], k_value: float) -> dict[str, Fraction]:
-    """Each unsatisfied share's weight: its weight share, moved by k times its distance from its usage."""
-    total_weight = sum(Fraction(s.weight) for s in shares if s.remaining_request > 0)
+    """Each unsatisfied share's weight: its weight share, moved by k times its distance from its usage (without
+    usage history, k is 0: the weight share itself)."""
+    total_weight = sum(_exact(s.weight) for s in shares if s.remaining_request > 0)
     if total_weight == 0:
         return {}
     out = {}
+    k = _exact(k_value)
     for s in shares:
         if s.satisfied:
             continue
-        w = Fraction(s.weight) / total_weight
-        out[s.name] = max(Fraction(0), w + Fraction(k_value) * (w - Fraction(s.usage)))
+        w = _exact(s.weight) / total_weight
+        moved = w + k * (w - _exact(s.usage)) if k else w
+        out[s.name] = moved if moved > 0 else _ZERO
     return out
+
+
+_ZERO = Fraction(0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _exact(x: float) -> Fraction:
+    """A float as the fraction it is exactly (``Fraction(x)``), remembered: a division reads the same few weights
+    round after round, and a float's conversion costs more than the arithmetic on it."""
+    return Fraction(x)
 
 
 def _hand_out_rest(total: int, lost: Lost, unit: int) -> int:
