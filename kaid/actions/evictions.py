@@ -25,6 +25,7 @@ from kaid.model.jobs import delay_end
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
 from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
 from kaid.placement import gang
+from kaid.placement.index import NodeIndex
 from kaid.placement.predicates import room_for
 
 
@@ -270,10 +271,10 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
         batch = gangs.tasks_to_allocate(job)
-        shape = _shape(job, batch)
+        shape = _shape(job, batch) if not (batch and gang.linked(batch, session.index)) else None
         if not batch or shape in failed:  # (``_passed_over``) the session stays as it was, and the turns of the jobs
             # alike after it change nothing either
-            skip_alike(order, job, lambda j: _passed_over(j, failed))
+            skip_alike(order, job, lambda j: _passed_over(j, failed, session.index))
             continue
         searches += 1
         clean = misses is not None and len(session.ops) == start  # the world is still the one the memory names
@@ -291,7 +292,8 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
             if served:
                 continue
             miss = Miss(scenarios - session.scenarios_left, tuple(session.reasons.get(job.key, [])[said:]))
-        failed.add(shape)
+        if shape is not None:  # (a batch inter-pod affinity ties to the pods placed fails by its labels too)
+            failed.add(shape)
         if clean and misses is not None:
             misses[job.key] = miss
     if misses is not None and session.recall is not None and len(session.ops) == start:
@@ -517,11 +519,11 @@ def _has_pending(job: Job) -> bool:
     return any(p.status == PodStatus.PENDING for p in job.pods)
 
 
-def _passed_over(job: Job, failed: set[tuple[object, ...]]) -> bool:
+def _passed_over(job: Job, failed: set[tuple[object, ...]], index: NodeIndex) -> bool:
     """Whether an action passes ``job`` over without a search: nothing of it to place, or a job alike (``_shape``)
-    found nothing in this action."""
+    found nothing in this action, and inter-pod affinity does not tie its batch to the pods placed."""
     batch = gangs.tasks_to_allocate(job)
-    return not batch or _shape(job, batch) in failed
+    return not batch or (_shape(job, batch) in failed and not gang.linked(batch, index))
 
 
 def _shape(job: Job, batch: list[Pod]) -> tuple[object, ...]:
