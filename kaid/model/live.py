@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kaid.api import constants as c
 from kaid.api import meta
@@ -350,19 +350,11 @@ class LiveModel:
                     self.job_order = None
             self.dirty_jobs.add(entry.job)
         for okey in entry.chain:
-            pods = self.owner_pods.get(okey)
-            if pods is not None:
-                pods.discard(key)
-                if not pods:
-                    del self.owner_pods[okey]
+            _drop(self.owner_pods, okey, key)
         if entry.waiting:
             self._wait(entry.waiting, -1)
         if entry.done is not None:
-            done = self.job_done.get(entry.done)
-            if done is not None:
-                done.discard(key)
-                if not done:
-                    del self.job_done[entry.done]
+            _drop(self.job_done, entry.done, key)
             self.dirty_jobs.add(entry.done)
         entry.node = entry.job = entry.done = None
         entry.rank = None
@@ -785,3 +777,15 @@ def _copy_queue(q: Queue) -> Queue:
     new.usage = list(q.usage)
     new.preempt_min_runtime, new.reclaim_min_runtime = q.preempt_min_runtime, q.reclaim_min_runtime
     return new
+
+
+_K = TypeVar("_K")
+
+
+def _drop(table: dict[_K, set[str]], at: _K, key: str) -> None:
+    """``key`` out of ``table[at]``, and the set out of the table once empty."""
+    members = table.get(at)
+    if members is not None:
+        members.discard(key)
+        if not members:
+            del table[at]
