@@ -116,6 +116,33 @@ def test_events_lists_assumptions_and_podgroups() -> None:
     assert sorted(p.name for p in live.model.snapshot(NOW).pods) == ["a", "d"]
 
 
+def test_a_pod_bound_before_its_pipelining_was_seen_keeps_its_own_devices() -> None:
+    """A bind and then a pipelining assumed of a pod the watch shows bound (on a node the cluster may have lost): the
+    watch has caught up with both, so no snapshot marks the pod with the assumed devices, the live path on its first
+    reading included (it read the bind as caught up and left the pipelining for the next snapshot)."""
+    cfg = SchedulerConfig()
+    for nodes in ([node("n1", gpus=8)], []):
+        fake = FakeCache()
+        live = LiveSnapshots(fake, cfg)
+        overlay = Overlay()
+        cache = Cache()
+        sub = fake.subs[0]
+        base = [*nodes, queue("default-queue"),
+                pod("c", gpus=2, node_name="n1", phase="Running", annotations={c.GPU_DEVICES_ANNOTATION: "2,6"})]
+        for kind in ("Node", "Queue", "Pod", "PodGroup"):
+            items = [o for o in base if o["kind"] == kind]
+            for o in items:
+                cache.upsert(o)
+            sub.listed(kind, items)
+        bind, pipelining = (Bind("default/c", name, "", "", (0, 1), None, 2000) for name in ("n1", "n2"))
+        overlay.record(Decisions(), ApplyResult(bound=[bind]), NOW - 2)
+        overlay.record(Decisions(pipelined=[pipelining]), ApplyResult(), NOW - 1)
+        seen = _live(live, overlay)
+        assert seen == _cold(cache.objects(), overlay, cfg), nodes
+        assert [p["devices"] for p in seen["pods"]] == [(2, 6)], nodes
+        assert not overlay.assumed_pods(NOW)
+
+
 def test_random_events_against_the_cold_path() -> None:
     cfg = SchedulerConfig()
     for seed in range(25):
@@ -508,6 +535,7 @@ def test_an_assumed_pod_reads_as_a_deep_copy_marked_and_leaves_the_cache_s_alone
         plain.setdefault("status", {})["phase"] = "Running"
     elif kind == "evicted" and not plain["metadata"].get("deletionTimestamp"):
         plain["metadata"]["deletionTimestamp"] = meta.format_time(0)
-    elif kind == "pipelined" and not meta.annotation(plain, c.PIPELINED_NODE_ANNOTATION):
+    elif kind == "pipelined" and not meta.annotation(plain, c.PIPELINED_NODE_ANNOTATION) and \
+            not (plain.get("spec") or {}).get("nodeName"):  # (bound since: the pipelining is over)
         mark_pipelined(plain, b.node, b.action, b.devices, b.groups)
     assert got == plain

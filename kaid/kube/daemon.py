@@ -112,10 +112,11 @@ class Overlay:
     def assumed(self, pod: Obj) -> Obj:
         """The pod as this replica's writes left it (a changed copy), until the watch shows them."""
         key = meta.object_key(pod)
+        on_node = bool((pod.get("spec") or {}).get("nodeName"))
+        if on_node:  # the watch caught up with a bind, or shows the pod bound since it was pipelined
+            self.bound.pop(key, None)
+            self.pipelined.pop(key, None)
         if key in self.bound:
-            if (pod.get("spec") or {}).get("nodeName"):
-                del self.bound[key]  # the watch caught up
-                return pod
             b = self.bound[key][0]
             pod = _writable(pod)
             mark_bound(pod, b.node, b.devices, b.groups)
@@ -126,7 +127,7 @@ class Overlay:
                 pod["metadata"]["deletionTimestamp"] = meta.format_time(0)
         elif key in self.pipelined:
             if meta.annotation(pod, c.PIPELINED_NODE_ANNOTATION):
-                del self.pipelined[key]
+                del self.pipelined[key]  # the watch caught up
                 return pod
             b = self.pipelined[key][0]
             pod = _writable(pod)
