@@ -24,6 +24,8 @@ LEGACY_QUEUE_LABEL: Final = "runai/queue"
 # PodGroup membership and gangs.
 POD_GROUP_ANNOTATION: Final = "pod-group-name"
 BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
+# "true" on a pod or an owner up its chain: no PodGroup is made for it; it joins the one it names (KAI podgrouper)
+SKIP_PODGROUPER_ANNOTATION: Final = "kai.scheduler/skip-podgrouper"
 SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"  # the PodGroup sub-group a pod belongs to
 TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"  # order of a job's pods: higher is placed first
 JOB_ID_LABEL: Final = "kai.nvidia.com/job-id"

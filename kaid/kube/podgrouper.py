@@ -23,6 +23,7 @@ from kaid.model.grouping import (
     OwnerIndex,
     annotated_durations,
     group_for_pod,
+    podgrouper_skipped_by,
     workload_labels,
 )
 from kaid.model.pods import is_reservation_pod
@@ -38,7 +39,7 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
     existing = {(meta.namespace(pg), meta.name(pg)) for pg in inp.podgroups}
     out: dict[tuple[str, str], Obj] = {}
     for pod in inp.pods:
-        if not _needs_podgroup(pod, cfg):
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, inp.owners) is not None:
             continue
         info = group_for_pod(pod, inp.owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
@@ -54,7 +55,7 @@ def podgroup_for(pods: list[Obj], owners: OwnerIndex, namespaces: Mapping[str, O
     """The PodGroup missing for one workload's pods (in the watch cache's order), as ``podgroups_to_create`` makes it:
     from the first that needs one and whose owner has been seen; None when none does."""
     for pod in pods:
-        if not _needs_podgroup(pod, cfg):
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, owners) is not None:
             continue
         info = group_for_pod(pod, owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:

@@ -7,6 +7,8 @@ daemon's PodGroup maker.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,22 +52,40 @@ def controller_ref(obj: Obj) -> Obj | None:
 
 def top_owner(pod: Obj, owners: OwnerIndex) -> tuple[str, str, Obj | None]:
     """(kind, name, object or None) of the top owner; the pod itself when it has none."""
+    return deque(owner_chain(pod, owners), maxlen=1)[0]
+
+
+def owner_chain(pod: Obj, owners: OwnerIndex) -> Iterator[tuple[str, str, Obj | None]]:
+    """The pod, then each owner up its controller references, as (kind, name, object or None where the snapshot does
+    not have it); it ends at an owner not found or seen twice, and at a Job a CronJob made (each is a workload of its
+    own)."""
     ns = meta.namespace(pod)
-    kind, name, obj = "Pod", meta.name(pod), pod
+    kind, current = "Pod", pod
+    yield kind, meta.name(pod), pod
     seen: set[tuple[str, str]] = set()
-    current: Obj = pod
     while True:
         ref = controller_ref(current)
         if ref is None or (kind == "Job" and ref.get("kind") == "CronJob"):
-            return kind, name, obj  # each Job a CronJob makes is a workload of its own
+            return
         kind, name = str(ref["kind"]), str(ref["name"])
         if (kind, name) in seen:
-            return kind, name, None
+            yield kind, name, None
+            return
         seen.add((kind, name))
         found = owners.get((ns, kind, name))
+        yield kind, name, found
         if found is None:
-            return kind, name, None
-        obj = current = found
+            return
+        current = found
+
+
+def podgrouper_skipped_by(pod: Obj, owners: OwnerIndex) -> str | None:
+    """The pod or owner ("Kind name") whose annotation ``kai.scheduler/skip-podgrouper: "true"`` (that value only, as
+    KAI's podgrouper reads it) says that no PodGroup is to be made for the pod; None when none says so."""
+    for kind, name, obj in owner_chain(pod, owners):
+        if meta.annotations_of(obj).get(c.SKIP_PODGROUPER_ANNOTATION) == "true":
+            return f"{kind} {name}"
+    return None
 
 
 def _replica_sum(specs: Any) -> int:

@@ -25,6 +25,7 @@ from kaid.model.grouping import (
     labelled_preemptibility,
     labelled_priority,
     labelled_queue,
+    podgrouper_skipped_by,
     top_owner,
 )
 from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason, own_errors, own_warnings
@@ -152,7 +153,14 @@ def job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], owners: OwnerIndex, na
             job.created = meta.parse_time(meta.meta(owner).get("creationTimestamp")) if owner else 0.0
             job.raw = owner
             jobs[key] = job
-            if wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
+            skipped_by = podgrouper_skipped_by(obj, owners)
+            if skipped_by is not None:
+                own_errors(job).append(Reason(
+                    ReasonCode.POD_GROUPER_SKIPPED,
+                    f"{skipped_by} has annotation {c.SKIP_PODGROUPER_ANNOTATION}: \"true\", so no PodGroup is made "
+                    f"for pod {pod.key}, and it names none: set its annotation {c.POD_GROUP_ANNOTATION} to the "
+                    "PodGroup it belongs to, or remove the skip annotation", {"skippedBy": skipped_by}))
+            elif wait_for_owners and info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
                 own_errors(job).append(Reason(
                     ReasonCode.OWNER_NOT_SEEN,
                     f"waiting to see its {info.owner_kind} {info.owner_name}, which decides how many "

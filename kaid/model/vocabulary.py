@@ -111,6 +111,7 @@ class ReasonCode(StrEnum):
     NOT_LEAF_QUEUE = "NotLeafQueue"
     MIN_MEMBER_TOO_LARGE = "MinMemberTooLarge"
     OWNER_NOT_SEEN = "OwnerNotSeen"
+    POD_GROUPER_SKIPPED = "PodGrouperSkipped"  # kai.scheduler/skip-podgrouper, and no PodGroup named
     # why a job waits: the actions and placement
     QUEUE_LIMIT = "QueueLimit"
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"

@@ -661,6 +661,39 @@ def test_podgroup_made_for_a_workload_takes_its_delay_annotations(
     assert (spec.get("preemptionDelay"), spec.get("stalenessGracePeriod"), spec.get("minMember")) == ("5m", "2m", 2)
 
 
+def test_workloads_that_skip_the_podgrouper_join_the_podgroup_they_name_or_wait_saying_why(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """KAI's externally made PodGroups: a Job annotated ``kai.scheduler/skip-podgrouper: "true"`` whose pods name a
+    PodGroup made by hand is scheduled as that gang, and kaid makes no PodGroup of its own for it; one whose pods name
+    none waits, and its pod's ``PodScheduled`` condition names the annotation."""
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"skip-{_suffix()}", 0))
+    start_kaid("skip")
+    cp.create(f"{PODGROUPS}/namespaces/{namespace}/podgroups", {
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "external"},
+        "spec": {"minMember": 2, "queue": q}})
+    joined, orphan = gang_job("joined", pool, q, 2), gang_job("orphan", pool, q, 1)
+    for job in (joined, orphan):
+        job["metadata"]["annotations"][c.SKIP_PODGROUPER_ANNOTATION] = "true"
+    joined["spec"]["template"]["metadata"]["annotations"] = {c.POD_GROUP_ANNOTATION: "external"}
+    _create(cp, namespace, orphan)
+    _create(cp, namespace, joined)
+    _wait_bound(cp, namespace, 2, "job-name=joined")
+
+    def waiting() -> Obj | None:
+        pods = _job_pods(cp, namespace, "orphan")
+        cond = pod_condition(pods[0], "PodScheduled") if pods else None
+        return cond if cond and c.SKIP_PODGROUPER_ANNOTATION in str(cond.get("message")) else None
+
+    cond = wait_for(waiting, BIND_TIMEOUT, "the skipped Job's pod to say why it waits")
+    assert cond["status"] == "False" and "Job orphan" in cond["message"], cond
+    groups = cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups")["items"]
+    assert [g["metadata"]["name"] for g in groups] == ["external"]
+    assert not bound(_job_pods(cp, namespace, "orphan"))
+
+
 # --------------------------------------------------------------------------------------------------
 # The early first cycle
 
