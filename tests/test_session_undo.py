@@ -43,27 +43,39 @@ def plain_fits_exactly(self: NodeIndex, node: Node, pod: Pod, devices: Devices) 
     return True
 
 
-def plain_restore(self: Session, pod: Pod) -> bool:
+def plain_restore(self: Session, pod: Pod, devices: Devices | None = None) -> bool:
     stack = self._evicts.get(id(pod))
     evicted = stack[-1] if stack else None
     if evicted is None or pod.status not in (PodStatus.EVICTED, PodStatus.PIPELINED):
         return False
+    devices = evicted.devices if devices is None else devices
     placed = self.snap.node_by_name.get(pod.node or "") if pod.status == PodStatus.PIPELINED else None
     if placed is not None:
         self.index.release(placed, pod, pod.devices, planning=True)
-    if not plain_fits_exactly(self.index, evicted.node, pod, evicted.devices):
+    if not plain_fits_exactly(self.index, evicted.node, pod, devices):
         if placed is not None:
             self.index.assign(placed, pod, pod.devices)
         return False
     if placed is not None:
         self._charge(pod, placed, -1)
-    op = Op(OpKind.RESTORE, pod, evicted.node, evicted.devices, evicted.action, by=evicted.by,
+    op = Op(OpKind.RESTORE, pod, evicted.node, devices, evicted.action, by=evicted.by,
             prev_status=pod.status, prev_node=pod.node, prev_devices=pod.devices)
-    self.index.assign(evicted.node, pod, evicted.devices)
+    self.index.assign(evicted.node, pod, devices)
     self._charge(pod, evicted.node, +1)
-    pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices
+    pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, devices
     self.ops.append(op)
     return True
+
+
+def plain_home(self: Session, pod: Pod, node: Node, devices: Devices) -> bool:
+    """An evicted pod pipelined back onto the node of its latest eviction (a shared-GPU pod: onto the same devices),
+    that was not placed by this cycle: KAI's statement unevicts it."""
+    evicts = [op for op in self.ops if op.kind == OpKind.EVICT and op.pod is pod]
+    if pod.status != PodStatus.EVICTED or not evicts:
+        return False
+    last = evicts[-1]
+    return last.node is node and last.prev_status not in (PodStatus.ALLOCATED, PodStatus.PIPELINED) and (
+        not pod.frac_devices or devices == last.devices)
 
 
 def plain_rollback(self: Session, checkpoint: int) -> None:
@@ -96,7 +108,8 @@ def plain_away_from_rest(session: Session, att: scenario.Attempt) -> bytearray |
 def plain_pipeline_all(self: Session, job: Job, placements: list[tuple[Pod, Node, Devices]], action: str,
                        by: str | None) -> None:
     for p, n, devices in placements:
-        self.pipeline(p, n, devices, action, by)
+        if not (plain_home(self, p, n, devices) and plain_restore(self, p, devices)):
+            self.pipeline(p, n, devices, action, by)
 
 
 def plain_evict_all(self: Session, job: Job, pods: list[Pod], action: str, by: str | None, message: str) -> None:
@@ -219,7 +232,7 @@ def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
                     choice = plain.index.best_node(p, False) if p.status in (PodStatus.PENDING,
                                                                              PodStatus.EVICTED) else None
                     if choice is not None:
-                        plain.pipeline(p, choice[0], choice[1], "reclaim", job.key)
+                        plain_pipeline_all(plain, job, [(p, choice[0], choice[1])], "reclaim", job.key)
                         placed.append((p.key, choice[0].name, choice[1]))
                 mine = {p.key: p for p in fast.snap.pods}
                 fast.pipeline_all(fast.snap.jobs[job.key], [(mine[k], fast.snap.node_by_name[n], devs)

@@ -30,7 +30,7 @@ class ConsolidateRules:
     solver: bool = False  # the solver does not model the moved pods' new places
     split_by_node: bool = True
     moves: bool = True
-    by_node: bool = False
+    by_node: bool = True  # KAI's job solver, as reclaim and preempt (``consolidation.go``: ``solvers.NewJobsSolver``)
     queue_only: ClassVar[bool] = False
     shared: list[Pod] | None = None  # ``_devices_possible``'s shared-GPU pods, worked out once per action
     # (len(session.ops), the GPUs idle or being released then, in milli-GPUs: ``free_gpus``)

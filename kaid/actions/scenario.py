@@ -21,7 +21,7 @@ from kaid.placement import gang
 
 WAITING = frozenset({PodStatus.PENDING, PodStatus.EVICTED})  # in a scenario, an evicted pod waits to be placed again
 # (module constants: an enum member read through its class is an attribute lookup through ``EnumType.__getattr__``)
-_PENDING, _EVICTED = PodStatus.PENDING, PodStatus.EVICTED
+_PENDING, _EVICTED, _PIPELINED = PodStatus.PENDING, PodStatus.EVICTED, PodStatus.PIPELINED
 _FLIP = bytes([1, 0]) + bytes(254)  # a translation of a mask of 0s and 1s to its complement
 
 
@@ -437,7 +437,7 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
     back = _place(session, att, job, batch, region, feasible)
     if back is None:
         session.rollback(cp)
-    return [p for p, _, _ in back or []]
+    return [p for p, _, _ in back or [] if p.status == _PIPELINED]  # (not one put back on its node: ``Session._home``)
 
 
 def _stay(session: Session, att: Attempt, units: list[Unit]) -> dict[str, int]:

@@ -196,6 +196,8 @@ class Session:
         journal, index, ops = self._journal, self.index, self.ops
         g = c = m = 0
         for pod, node, devices in placements:
+            if pod.status == _EVICTED and self._home(pod, node, devices) and self.restore(pod, devices):
+                continue  # back onto the node it was evicted from: not moved (``_home``)
             op = Op(_PIPELINE, pod, node, devices, action, by, "", pod.status, pod.node, pod.devices)
             if journal is not None:
                 journal.pod(pod)
@@ -246,13 +248,30 @@ class Session:
         if pods and (q := self.snap.queues.get(job.queue)) is not None:
             charge(q, (-g, -c, -m), not job.preemptible)
 
+    def _home(self, pod: Pod, node: Node, devices: Devices) -> bool:
+        """Whether pipelining an evicted pod onto ``node``'s ``devices`` puts it back where it runs: the node its
+        latest eviction took it from, and, for a shared-GPU pod, the same devices (its GPU groups). KAI's statement
+        unevicts a pod pipelined onto the node it is being evicted from (``Statement.Pipeline``, statement.go: the
+        pod is still on the node; only a shared-GPU pod on another GPU group moves): whole GPUs have no device
+        identity there, so a whole-GPU pod placed on other devices of its own node keeps running, and so does a
+        pod without GPUs. Only a pod that was running when the cycle began: one allocate or a move placed in this
+        cycle stands by that placement's own operation."""
+        stack = self._evicts.get(id(pod))
+        if not stack:
+            return False
+        evicted = stack[-1]
+        return evicted.node is node and evicted.prev_status != _ALLOCATED and evicted.prev_status != _PIPELINED \
+            and (not pod.frac_devices or devices == evicted.devices)
+
     def placed_this_cycle(self, pod: Pod) -> bool:
         """Whether the pod's latest eviction took it from a place allocate gave it in this cycle."""
         stack = self._evicts.get(id(pod))
         return stack is not None and bool(stack) and stack[-1].prev_status == _ALLOCATED
 
-    def restore(self, pod: Pod) -> bool:
-        """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim."""
+    def restore(self, pod: Pod, devices: Devices | None = None) -> bool:
+        """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim.
+        ``devices``: other devices of its node it goes back onto (``_home``: a pod pipelined back onto its own
+        node); the operation carries them, for ``rollback`` and ``redo``."""
         stack = self._evicts.get(id(pod))  # its latest eviction (was a scan of every operation: quadratic)
         if not stack:
             return False
@@ -260,26 +279,28 @@ class Session:
         status = pod.status
         if status != _EVICTED and status != _PIPELINED:
             return False
+        if devices is None:
+            devices = evicted.devices
         index = self.index
         placed = self.snap.node_by_name.get(pod.node or "") if status == _PIPELINED else None
         if placed is not None and placed is not evicted.node:
             # where it was moved to is another node: whether it fits back reads only its old node
-            if not index.fits_exactly(evicted.node, pod, evicted.devices):
+            if not index.fits_exactly(evicted.node, pod, devices):
                 return False
             index.release(placed, pod, pod.devices, planning=True)
         elif placed is not None:
             index.release(placed, pod, pod.devices, planning=True)
-            if not index.fits_exactly(evicted.node, pod, evicted.devices):
+            if not index.fits_exactly(evicted.node, pod, devices):
                 index.assign(placed, pod, pod.devices)
                 return False
-        elif not index.fits_exactly(evicted.node, pod, evicted.devices):
+        elif not index.fits_exactly(evicted.node, pod, devices):
             return False
-        op = Op(_RESTORE, pod, evicted.node, evicted.devices, evicted.action, evicted.by, "", status, pod.node,
+        op = Op(_RESTORE, pod, evicted.node, devices, evicted.action, evicted.by, "", status, pod.node,
                 pod.devices)
         if self._journal is not None:  # (recorded by its eviction already)
             self._journal.pod(pod)
         back = evicted.node
-        index.assign(back, pod, evicted.devices)
+        index.assign(back, pod, devices)
         job = pod.job  # (``_charge`` inline: one charge for a moved pod's way back, its move given back with it)
         if job is not None and (q := self.snap.queues.get(job.queue)) is not None:
             g = pod.gpu_milli_on(back)
@@ -287,7 +308,7 @@ class Session:
                 charge(q, (g, pod.cpu, pod.mem), not job.preemptible)
             else:
                 charge(q, (g - pod.gpu_milli_on(placed), 0, 0), not job.preemptible)
-        pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, evicted.prev_devices
+        pod.status, pod.node, pod.devices = evicted.prev_status, evicted.prev_node, devices
         self.ops.append(op)
         return True
 
@@ -342,7 +363,7 @@ class Session:
                 self.pipeline(op.pod, op.node, op.devices, op.action, op.by)
             elif op.kind == OpKind.ALLOCATE:
                 self.allocate(op.pod, op.node, op.devices, op.action)
-            elif not self.restore(op.pod):
+            elif not self.restore(op.pod, op.devices):
                 raise AssertionError(f"{op.pod.key} cannot be put back where it was again")
 
     def rollback(self, checkpoint: int) -> None:

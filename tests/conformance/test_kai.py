@@ -93,11 +93,7 @@ def test_kai_fairshare(case: DivisionCase) -> None:
 # hold (creation times, names), so its outcome cannot depend on the order the file lists them in. kai's may not
 # either: each scenario runs again with the three lists reversed. A scenario listed here fails reversed (strict
 # xfail: take it off once it passes), with what differs.
-ORDER_DEPENDENT: dict[tuple[str, int], str] = {
-    ("pkg/scheduler/actions/integration_tests/consolidation_and_reclaim/consolidation_and_reclaim_test.go", 24):
-        "kai puts a moved whole-GPU pod back only onto its old device indices, which follow the file's order; "
-        "KAI unevicts a pod pipelined back onto its own node (statement.go) and may then reclaim pipelined pods",
-}
+ORDER_DEPENDENT: dict[tuple[str, int], str] = {}
 
 
 @pytest.mark.parametrize("path", _scenarios())
