@@ -36,3 +36,21 @@ def test_podgroup_schema() -> None:
     assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
     assert set(spec["topologyConstraint"]["properties"]) == {"topology", "requiredTopologyLevel",
                                                              "preferredTopologyLevel"}
+
+
+def test_podgroup_subgroups_carry_their_own_topology_constraint() -> None:
+    """KAI's v2alpha2 SubGroup.topologyConstraint (the PodGroup's fields): kept by the API server (a structural
+    schema prunes a field it does not list) and read into the job's sub-groups."""
+    from kaid.api.crds import PodGroupSpec
+
+    doc = yaml.safe_load((CRDS / "podgroups.yaml").read_text())
+    spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    sub = spec["subGroups"]["items"]["properties"]
+    assert set(sub["topologyConstraint"]["properties"]) == {"topology", "requiredTopologyLevel",
+                                                            "preferredTopologyLevel"}
+    read = PodGroupSpec.model_validate({"subGroups": [
+        {"name": "a", "minMember": 2, "topologyConstraint": {"topology": "t", "preferredTopologyLevel": "rack"}},
+        {"name": "b"}]})
+    a, b = (s.model_dump() for s in read.subGroups)
+    assert a["topologyConstraint"] == {"topology": "t", "requiredTopologyLevel": None, "preferredTopologyLevel": "rack"}
+    assert b["topologyConstraint"] is None

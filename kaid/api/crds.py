@@ -67,18 +67,21 @@ class QueueSpec(_Spec):
         return value
 
 
+class TopologyConstraint(_Spec):
+    topology: str | None = None
+    requiredTopologyLevel: str | None = None
+    preferredTopologyLevel: str | None = None
+
+
 class SubGroup(_Spec):
     name: str
     minMember: int = Field(1, ge=0, description="Pods of this sub-group that must be placed together.")
     minSubGroup: int | None = Field(None, ge=0, description="For a sub-group with child sub-groups: how many of "
                                     "them must be satisfied (all when unset).")
     parent: str | None = None
-
-
-class TopologyConstraint(_Spec):
-    topology: str | None = None
-    requiredTopologyLevel: str | None = None
-    preferredTopologyLevel: str | None = None
+    topologyConstraint: TopologyConstraint | None = Field(
+        None, description="Where this sub-group's pods go inside the domain its parent (or the PodGroup) is placed "
+                          "in: one domain of the required level, one of the preferred level where one holds them.")
 
 
 class PodGroupSpec(_Spec):
