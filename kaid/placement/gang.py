@@ -396,3 +396,103 @@ def _gpu_bound(pods: list[Pod], index: NodeIndex, region: bytearray | None) -> i
         gpus -= f
         count += 1
     return count if gpus <= 0 else None
+
+
+@dataclass(slots=True)
+class Nest:
+    """A sub-group with a topology constraint of its own, for placement (KAI's hierarchical topology,
+    actions/common/allocate.go allocateSubGroupSet at d5bc503a): its pods go inside the domain its parent's are placed
+    in, by its own constraint. ``children``: the constrained sub-groups below it (nearest first), placed first, one
+    after the other; ``pods``: the batch's pods whose nearest constrained sub-group it is; ``fixed``: the domain of its
+    required level its running pods already hold (the nodes of that domain), if any."""
+
+    topo: Topo | None
+    children: list[Nest] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    fixed: bytearray | None = None
+    above: tuple[str, ...] = ()  # the levels above the preferred one, up to the required one, nearest first
+
+    def all_pods(self) -> list[Pod]:
+        return [*(p for ch in self.children for p in ch.all_pods()), *self.pods]
+
+
+def place_nested(nest: Nest, index: NodeIndex, spread: bool, solver: str, time_limit: float, workers: int = 1,
+                 within: bytearray | None = None) -> GangPlan:
+    """``place`` for a job whose sub-groups carry their own topology constraints (``nest``: the job's, its root).
+    Each group is tried in its candidate domains in turn (``_candidates``: those of its required level, and inside
+    each first those of its preferred level); inside one, its constrained sub-groups are placed first, each in its
+    own candidates inside it, then its other pods, each step accounted in the index before the next and all undone
+    at the end. ``within``: the job's required domain where its running pods fix it."""
+    result = GangPlan()
+    plan = _nest_in(nest, index, spread, solver, time_limit, workers, within, result, root=True)
+    if plan is not None:
+        result.placements = plan
+        return result
+    if _any_required(nest):
+        plain, _ = greedy(_order(nest.all_pods()), index, spread, None)
+        result.topology_failed = plain is not None
+    return result
+
+
+def _any_required(nest: Nest) -> bool:
+    return bool(nest.topo and nest.topo.required) or any(_any_required(ch) for ch in nest.children)
+
+
+def _candidates(nest: Nest, index: NodeIndex, spread: bool, region: bytearray | None,
+                root: bool) -> list[bytearray | None]:
+    """Where a group may go inside ``region``: each domain of its required level there (its running pods' one
+    where they fix it; best fit first), and inside each first every domain of its preferred level (best fit), then
+    those of each level above it (``above``, as KAI's getJobAllocatableDomains walks from the preferred level up),
+    then the domain itself; without a required level the region itself, after those."""
+    topo = nest.topo
+    pods = _order(nest.all_pods())
+    outer: list[bytearray | None] = [region]
+    if topo and topo.required and not (root and region is not None):
+        doms = _domains(index, topo.required, region)
+        fixed = nest.fixed
+        if fixed is not None:  # (its running pods' domain: the one that holds them)
+            doms = {d: m for d, m in doms.items() if any(m[i] for i in _members(fixed))}
+        outer = [doms[d] for d in _best_fit(pods, index, doms, spread, topo.required, region)]
+    out: list[bytearray | None] = []
+    for r in outer:
+        if topo and topo.preferred:
+            for key in (topo.preferred, *nest.above):
+                doms = _domains(index, key, r)
+                out.extend(doms[d] for d in _best_fit(pods, index, doms, spread, key, r))
+        out.append(r)
+    return out
+
+
+def _nest_in(nest: Nest, index: NodeIndex, spread: bool, solver: str, time_limit: float, workers: int,
+             region: bytearray | None, result: GangPlan, root: bool = False) -> Placements | None:
+    """The group's pods in one of its candidate domains inside ``region``, or None."""
+    preferred = nest.topo.preferred if nest.topo else None
+    for cand in _candidates(nest, index, spread, region, root):
+        plan: Placements = []
+        ok = True
+        for child in nest.children:
+            if not child.all_pods():
+                continue  # (none of its pods waits)
+            part = _nest_in(child, index, spread, solver, time_limit, workers, cand, result)
+            if part is None:
+                result.placed_max = max(result.placed_max, len(plan))
+                ok = False
+                break
+            for pod, node, devs in part:
+                index.assign(node, pod, devs)
+            plan.extend(part)
+        if ok and nest.pods:
+            own = place(nest.pods, index, spread, Topo(None, preferred), solver, time_limit, workers, within=cand)
+            result.solver_s += own.solver_s
+            result.solves += own.solves
+            result.placed_max = max(result.placed_max, len(plan) + own.placed_max)
+            ok = bool(own.placements)
+            plan.extend(own.placements)
+            own_done = own.placements
+        else:
+            own_done = []
+        for pod, node, devs in reversed(plan[:len(plan) - len(own_done)]):
+            index.release(node, pod, devs, planning=True)
+        if ok:
+            return plan
+    return None
