@@ -107,3 +107,19 @@ def test_a_preferred_level_no_domain_holds_falls_back_to_the_level_above() -> No
     assert len(d.binds) == 6
     spines = {s: {"s1" if n in ("r1", "r2") else "s2" for n in r} for s, r in racks(d).items()}
     assert all(len(v) == 1 for v in spines.values()), racks(d)
+
+
+def test_a_subgroups_unknown_topology_or_level_is_the_jobs_error() -> None:
+    cfg = SchedulerConfig.model_validate({"actions": ["allocate"]})
+
+    def read(tc: Obj) -> tuple[list[str], list[str]]:
+        snap = build_snapshot([*cluster(), *job(tc)], cfg, 0.0)
+        g = snap.jobs["default/g"]
+        return [r.code for r in g.errors], [r.code for r in g.warnings]
+
+    assert read({"topology": "nope", "requiredTopologyLevel": "rack"}) == (["UnknownTopology"] * 2, [])
+    assert read({"topology": "dc", "preferredTopologyLevel": "row"}) == (["UnknownTopologyLevel"] * 2, [])
+    assert read({"requiredTopologyLevel": "rack"}) == ([], ["InvalidTopology"] * 2)
+    assert read({"topology": "dc", "requiredTopologyLevel": "rack"}) == ([], [])
+    d = cycle([*cluster(), *job({"topology": "dc", "requiredTopologyLevel": "row"})])
+    assert d.binds == [] and "UnknownTopologyLevel" in [r.code for r in d.pending["default/g"]]

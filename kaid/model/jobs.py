@@ -287,6 +287,38 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
         own_errors(job).append(Reason(
             ReasonCode.INVALID_TOPOLOGY, "a topology level is set without a topology name: set "
             f"spec.topologyConstraint.topology or the {c.TOPOLOGY_ANNOTATION} annotation"))
+    for sub in job.subgroups:
+        if sub.get("topologyConstraint"):
+            _check_sub_topology(job, sub, topologies)
+
+
+def _check_sub_topology(job: Job, sub: Mapping[str, Any], topologies: Mapping[str, list[str]]) -> None:
+    """A sub-group's own topology constraint names a Topology and levels of it (KAI: a topology that does not exist
+    fails the job, "Requested topology X does not exist"; a level not in it is a configuration error; a constraint
+    without a topology name is none, which kai says)."""
+    tc, name = sub["topologyConstraint"], sub["name"]
+    topology, levels = tc.get("topology"), (tc.get("requiredTopologyLevel"), tc.get("preferredTopologyLevel"))
+    if not topology:
+        if any(levels):
+            own_warnings(job).append(Reason(
+                ReasonCode.INVALID_TOPOLOGY, f"sub-group {name} sets a topology level without a topology name, so "
+                "its constraint is ignored (as KAI does): set its topologyConstraint.topology",
+                {"subGroup": name}))
+        return
+    known = topologies.get(topology)
+    if known is None:
+        own_errors(job).append(Reason(
+            ReasonCode.UNKNOWN_TOPOLOGY,
+            f"topology {topology!r} of sub-group {name} does not exist: create the Topology object or fix the "
+            f"sub-group's topologyConstraint (known: {', '.join(sorted(topologies)) or 'none'})",
+            {"topology": topology, "subGroup": name}))
+        return
+    for lvl in levels:
+        if lvl and lvl not in known:
+            own_errors(job).append(Reason(
+                ReasonCode.UNKNOWN_TOPOLOGY_LEVEL,
+                f"{lvl!r} (sub-group {name}) is not a level of topology {topology} (its levels: {', '.join(known)})",
+                {"topology": topology, "level": lvl, "subGroup": name}))
 
 
 def _owner_capacity(owner: Obj | None) -> int | None:
