@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from kaid.actions import gangs
+from kaid.actions import gangs, subtopo
 from kaid.actions.limits import PathLimits, charged_violation, limit_violation
 from kaid.actions.order import ByQueue
 from kaid.actions.scenario import held_by
 from kaid.actions.session import Session, Vec, job_request
-from kaid.api import constants as c
 from kaid.api.config import Action
 from kaid.model.objects import Job, Node, Pod, Reason
 from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
@@ -167,7 +166,7 @@ def _failure_key(job: Job, batch: list[Pod]) -> tuple[object, ...] | None:
     """What a failed placement is remembered by within the cycle: the pods' one shape, their count and the job's
     topology constraint (a job whose required domain is fixed by its running pods is not remembered). None when the
     pods differ in shape."""
-    if job.subgroups and _constrained(job):
+    if job.subgroups and subtopo.constrained(job):
         return None  # (its sub-groups' constraints are not in the key)
     first = _SHAPE(batch[0])
     if len(batch) > 1 and not all(map(first.__eq__, map(_SHAPE, batch))):
@@ -184,7 +183,7 @@ def _spread(session: Session, batch: list[Pod]) -> bool:
 
 def _plan(session: Session, job: Job, batch: list[Pod], within: bytearray | None) -> gang.GangPlan:
     cfg = session.cfg.placement
-    nest = _nest(session, job, batch)
+    nest = subtopo.nest(session, job, batch)
     if nest is not None:
         plan = gang.place_nested(nest, session.index, _spread(session, batch), cfg.gangSolver,
                                  cfg.solverTimeLimitSeconds, cfg.solverWorkers, within=within)
@@ -267,7 +266,7 @@ def _place_one(session: Session, job: Job, batch: list[Pod], within: bytearray |
     True: bound; False: no node has room for it now (the plan is empty); None: not such a batch, or the limit check
     on the node it would go to failed (the general path says why)."""
     if (job.topology is not None and (job.required_level or job.preferred_level)) or \
-            (job.subgroups and _constrained(job)):
+            (job.subgroups and subtopo.constrained(job)):
         return None
     pod = batch[0]
     choice = session.index.best_node(pod, _spread(session, batch), within)
@@ -336,72 +335,3 @@ def _fits_unlinked(batch: list[Pod], index: NodeIndex) -> bool:
         index.pod_affinity = tracker
     return plain is not None
 
-
-def _constrained(job: Job) -> bool:
-    """Whether a sub-group of the job carries a topology constraint of its own (``_nest`` reads them)."""
-    return any(_sub_topo(s) is not None for s in job.subgroups)
-
-
-def _sub_topo(sub: dict[str, object]) -> gang.Topo | None:
-    """A sub-group's own topology constraint (KAI: one without a topology name is none, topology_plugin's
-    getJobTopology), as the placement reads it."""
-    tc = sub.get("topologyConstraint")
-    if not isinstance(tc, dict) or not tc.get("topology"):
-        return None
-    required, preferred = tc.get("requiredTopologyLevel"), tc.get("preferredTopologyLevel")
-    return gang.Topo(required, preferred) if required or preferred else None
-
-
-def _above(session: Session, topology: str | None, required: str | None, preferred: str | None) -> tuple[str, ...]:
-    """The levels of ``topology`` above ``preferred``, nearest first, up to ``required`` (not it: its domain is the
-    region already) or the top."""
-    levels = session.snap.topologies.get(topology or "") or []
-    if not preferred or preferred not in levels:
-        return ()
-    up = levels[:levels.index(preferred)][::-1]
-    return tuple(up[:up.index(required)] if required in up else up)
-
-
-def _nest(session: Session, job: Job, batch: list[Pod]) -> gang.Nest | None:
-    """The job's sub-groups that carry a topology constraint of their own (KAI's v2alpha2
-    SubGroup.topologyConstraint), as the tree ``gang.place_nested`` places the batch by, the job's own constraint at
-    its root; None when none does (the job is placed as one set, ``gang.place``)."""
-    if not job.subgroups:
-        return None
-    topos = {str(s["name"]): t for s in job.subgroups if (t := _sub_topo(s)) is not None}
-    if not topos:
-        return None
-    names = {str(s["name"]): str(s["topologyConstraint"]["topology"]) for s in job.subgroups if str(s["name"]) in topos}
-    parent = {str(s["name"]): str(s.get("parent") or "") for s in job.subgroups}
-
-    def chain(name: str) -> list[str]:  # the constrained sub-groups from ``name`` up, nearest first
-        out: list[str] = []
-        seen: set[str] = set()
-        while name in parent and name not in seen:
-            seen.add(name)
-            if name in topos:
-                out.append(name)
-            name = parent[name]
-        return out
-
-    root = gang.Nest(gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None,
-                     above=_above(session, job.topology, job.required_level, job.preferred_level))
-    nests = {name: gang.Nest(topo, above=_above(session, names[name], topo.required, topo.preferred))
-             for name, topo in topos.items()}
-    for name in parent:  # (in the PodGroup's order of sub-groups)
-        if name in nests:
-            up = chain(parent[name])
-            (nests[up[0]] if up else root).children.append(nests[name])
-    for pod in batch:
-        up = chain(pod.labels.get(c.SUBGROUP_LABEL) or "")
-        (nests[up[0]] if up else root).pods.append(pod)
-    index = session.index
-    for pod in job.pods:  # a required domain the group's running pods hold already
-        if pod.node and gangs.is_active(pod):
-            node = session.snap.node_by_name.get(pod.node)
-            for name in chain(pod.labels.get(c.SUBGROUP_LABEL) or ""):
-                nest = nests[name]
-                key = nest.topo.required if nest.topo else None
-                if key and node is not None and nest.fixed is None and (value := node.labels.get(key)) is not None:
-                    nest.fixed = index.domains(key).get(value)
-    return root
