@@ -123,3 +123,23 @@ def test_a_subgroups_unknown_topology_or_level_is_the_jobs_error() -> None:
     assert read({"topology": "dc", "requiredTopologyLevel": "rack"}) == ([], [])
     d = cycle([*cluster(), *job({"topology": "dc", "requiredTopologyLevel": "row"})])
     assert d.binds == [] and "UnknownTopologyLevel" in [r.code for r in d.pending["default/g"]]
+
+
+def test_reclaim_places_each_subgroup_by_its_own_constraint() -> None:
+    # queue "old" runs one 1-GPU pod on every GPU, over its quota of 0; "new" (quota 4) reclaims 4 GPUs for a job of
+    # two sub-groups of 2 pods, each required inside one rack (2 nodes of 2 GPUs a rack)
+    objs: list[Obj] = [TOPO, queue("old", gpu=(0, -1, 1)), queue("new", gpu=(4, -1, 1))]
+    for rack in ("r1", "r2"):
+        objs += [node(f"{rack}n{i}", gpus=2, labels={"spine": "s1", "rack": rack}) for i in range(2)]
+    for k, n in enumerate(["r1n0", "r1n1", "r2n0", "r2n1"] * 2):
+        objs.append(pod(f"old{k}", gpus=1, queue="old", node_name=n, phase="Running", priorityClassName="train",
+                        created=f"2026-01-01T00:00:{k:02d}Z"))
+    subs = [{"name": s, "minMember": 2, "topologyConstraint": {"topology": "dc", "requiredTopologyLevel": "rack"}}
+            for s in "ab"]
+    objs.append(podgroup("g", "new", 4, subGroups=subs))
+    objs += [pod(f"p{k}", gpus=1, group="g", labels={SUBGROUP: "ab"[k % 2]}) for k in range(4)]  # a, b, a, b
+    cfg = SchedulerConfig.model_validate({"actions": ["reclaim"]})
+    d = run_cycle(build_snapshot(objs, cfg, 0.0), cfg)
+    placed = {p.pod.split("/")[1]: p.node for p in d.pipelined}
+    assert len(placed) == 4, d
+    assert all(len({placed[f"p{k}"][:2] for k in range(s, 4, 2)}) == 1 for s in range(2)), placed

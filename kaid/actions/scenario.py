@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from kaid.actions import gangs
+from kaid.actions import gangs, subtopo
 from kaid.actions.limits import PathLimits, charged_violation
 from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.session import Session, Vec, job_request
@@ -542,8 +542,13 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: b
     if region is not None and (within is not None or topo is None or not topo.required):
         # (``gang.place`` reads a region as the job's domain: a required domain not chosen yet is looked for anywhere)
         within = region if within is None else bytearray(a & b for a, b in zip(within, region, strict=True))
-    plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
-                      session.cfg.placement.solverTimeLimitSeconds, within=within)
+    nest = subtopo.nest(session, job, batch) if job.subgroups else None
+    if nest is not None:  # sub-groups with their own topology constraints: each inside the job's domain by its own
+        plan = gang.place_nested(nest, session.index, session.cfg.placement.gpu == "spread", "greedy",
+                                 session.cfg.placement.solverTimeLimitSeconds, within=within)
+    else:
+        plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
+                          session.cfg.placement.solverTimeLimitSeconds, within=within)
     if not plan.placements or charged_violation(queue, job, plan.placements) is not None:
         return None
     session.pipeline_all(job, plan.placements, att.action, att.job.key)
