@@ -12,7 +12,7 @@ from operator import itemgetter
 from hypothesis import event, given
 from pytest import MonkeyPatch
 
-from kaid.actions import evictions, gangs
+from kaid.actions import evictions, gangs, victims
 from kaid.actions.evictions import Pool, Roles, Rules
 from kaid.actions.order import JobKey, job_key
 from kaid.actions.scenario import Attempt, request_of
@@ -20,7 +20,7 @@ from kaid.actions.session import Session, Vec
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import build_snapshot
 from kaid.model.objects import Job, Reason, own_errors
-from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
+from kaid.model.vocabulary import PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
 from tests.equivalence import assert_same_decisions
 from tests.objects import node, pod, podgroup, queue
@@ -42,7 +42,7 @@ def afresh(session: Session) -> Roles:
                                      (session.focus is None or j.key == session.focus)],
                   [j for j in jobs if j.preemptible and not j.errors and known(j)])
     roles.pending = {id(j) for j in roles.waiters if any(p.status == PodStatus.PENDING for p in j.pods)}
-    roles.running = {id(j) for j in roles.victims if any(p.status in EVICTABLE and not p.releasing for p in j.pods)}
+    roles.running = {id(j) for j in roles.victims if any(victims.takes(p) for p in j.pods)}
     session.roles = roles
     return roles
 

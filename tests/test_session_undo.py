@@ -48,6 +48,8 @@ def plain_restore(self: Session, pod: Pod, devices: Devices | None = None) -> bo
     evicted = stack[-1] if stack else None
     if evicted is None or pod.status not in (PodStatus.EVICTED, PodStatus.PIPELINED):
         return False
+    if pod.status == evicted.prev_status == PodStatus.PIPELINED and pod.node == evicted.prev_node:
+        return False  # a pipelined victim back on the node it was pipelined to
     devices = evicted.devices if devices is None else devices
     placed = self.snap.node_by_name.get(pod.node or "") if pod.status == PodStatus.PIPELINED else None
     if placed is not None:

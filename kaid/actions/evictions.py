@@ -18,12 +18,12 @@ from kaid.actions.order import ByQueue, JobKey, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, request_of, run, settle, skip_alike
 from kaid.actions.session import Session, Vec, VictimStats
 from kaid.actions.victim_solver import solve
-from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, count_units, link, part_of, units_of
+from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, count_units, link, part_of, takes, units_of
 from kaid.api.config import Action
 from kaid.api.meta import format_time
 from kaid.model.jobs import delay_end
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
-from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
+from kaid.model.vocabulary import PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.index import NodeIndex
 from kaid.placement.predicates import room_for
@@ -141,6 +141,11 @@ class Pool:
                     for job in (touched or {}).values():
                         if id(job) in members:
                             _insert_descending(line, (self._key(keys, job), job))
+                    if kept:  # and the pool's jobs the line did not hold: pipelined by the action before (``takes``)
+                        held = {id(j) for _, j in line}
+                        for job in self.by_queue[queue]:
+                            if id(job) not in held:
+                                _insert_descending(line, (self._key(keys, job), job))
                     self.lines[queue] = line
             out[queue] = line
         return out
@@ -433,7 +438,7 @@ class Roles:
         pods = session.snap.pods
         waits = PodStatus.PENDING
         pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
-        running = {id(p.job) for p in pods if p.status in EVICTABLE and not p.releasing}
+        running = {id(p.job) for p in pods if takes(p)}
         # (the sets name jobs that neither wait nor are victims too: ``waiting`` and ``pool`` read them for their own)
         # the known leaf queues without errors (a job in a queue the snapshot does not have, or an invalid one,
         # neither waits nor is anyone's victim: kai cannot tell its queue's share)
@@ -512,7 +517,7 @@ def known_keys(session: Session) -> dict[int, JobKey]:
 
 
 def _has_running(job: Job) -> bool:
-    return any(p.status in EVICTABLE and not p.releasing for p in job.pods)
+    return any(takes(p) for p in job.pods)
 
 
 def _has_pending(job: Job) -> bool:

@@ -16,7 +16,7 @@ from kaid.model.journal import Journal
 from kaid.model.nodes import reference_node
 from kaid.model.objects import CPU, GPU, MEM, Job, Node, Pod, Reason, Snapshot
 from kaid.model.queues import charge, pod_vector
-from kaid.model.vocabulary import OpKind, PodStatus
+from kaid.model.vocabulary import PLACED_THIS_CYCLE, OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
 
 if TYPE_CHECKING:
@@ -264,9 +264,9 @@ class Session:
             and (not pod.frac_devices or devices == evicted.devices)
 
     def placed_this_cycle(self, pod: Pod) -> bool:
-        """Whether the pod's latest eviction took it from a place allocate gave it in this cycle."""
+        """Whether the pod's latest eviction took it from a place this cycle gave it (allocated or pipelined)."""
         stack = self._evicts.get(id(pod))
-        return stack is not None and bool(stack) and stack[-1].prev_status == _ALLOCATED
+        return stack is not None and bool(stack) and stack[-1].prev_status in PLACED_THIS_CYCLE
 
     def restore(self, pod: Pod, devices: Devices | None = None) -> bool:
         """Put an evicted (or moved) pod back where it was, if that place is free now: it was not a victim.
@@ -279,6 +279,8 @@ class Session:
         status = pod.status
         if status != _EVICTED and status != _PIPELINED:
             return False
+        if status == _PIPELINED and evicted.prev_status == _PIPELINED and pod.node == evicted.prev_node:
+            return False  # a pipelined pod taken as a victim, back where it was pipelined: nothing to put back
         if devices is None:
             devices = evicted.devices
         index = self.index
@@ -341,12 +343,29 @@ class Session:
         return [op for op in ops if id(op) in last]
 
     def evictions(self, since: int = 0) -> list[Op]:
-        """The evictions that stand (from checkpoint ``since`` on): not those of pods put back in place."""
-        return self._standing((OpKind.EVICT,), since)
+        """The evictions that stand (from checkpoint ``since`` on): not those of pods put back in place. A pod
+        pipelined in this cycle and then evicted only loses its pipelining: where it was moved (evicted from where it
+        runs, then pipelined), that first eviction is the one that stands; where it was pending, none does."""
+        ops = self._standing((OpKind.EVICT,), since)
+        if all(op.prev_status != _PIPELINED for op in ops):
+            return ops
+        kept: set[int] = set()
+        for op in ops:
+            if op.prev_status != _PIPELINED:
+                kept.add(id(op))
+                continue
+            stack = self._evicts[id(op.pod)]
+            at = next(i for i, e in enumerate(stack) if e is op)
+            first = next((e for e in reversed(stack[:at]) if e.prev_status != _PIPELINED), None)
+            if first is not None:
+                kept.add(id(first))
+        return [op for op in (self.ops[since:] if since else self.ops) if id(op) in kept]
 
     def placements(self) -> list[Op]:
-        """The binds and pipelines that stand (a moved pod put back in place has none)."""
-        return self._standing((OpKind.ALLOCATE, OpKind.PIPELINE))
+        """The binds and pipelines that stand (a moved pod put back in place has none, nor a pipelined pod evicted
+        since: ``evictions``)."""
+        ops = self._standing((OpKind.ALLOCATE, OpKind.PIPELINE))
+        return [op for op in ops if op.kind != _PIPELINE or op.pod.status != _EVICTED]
 
     def undo(self, checkpoint: int) -> list[Op]:
         """Roll back to ``checkpoint``; return the operations undone, for ``redo``."""

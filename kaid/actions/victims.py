@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kaid.actions import gangs
+from kaid.api.constants import PIPELINED_NODE_ANNOTATION
 from kaid.model.objects import Budget, Job, Node, Pod, Queue
-from kaid.model.vocabulary import EVICTABLE, PodStatus
+from kaid.model.vocabulary import EVICTABLE, PodPhase, PodStatus
 from kaid.placement.index import Devices
 
 Placements = list[tuple[Pod, Node, Devices]]
@@ -129,20 +130,39 @@ def cost(units: list[Unit]) -> Cost:
 
 
 def running(job: Job) -> list[Pod]:
-    """The job's pods an eviction can take (``EVICTABLE``): on a node, or placed by allocate earlier in this cycle."""
-    return [p for p in job.pods if p.status in EVICTABLE and not p.releasing]
+    """The job's pods an eviction can take (``takes``): on a node, or placed earlier in this cycle."""
+    return [p for p in job.pods if takes(p)]
+
+
+def takes(p: Pod) -> bool:
+    """Whether an eviction can take the pod: ``EVICTABLE`` and not on its way out, or pipelined in this cycle (KAI
+    evicts any active allocated task, Pipelined ones too: ``pod_status.go``'s ``activeAllocatedStatuses``,
+    ``podgroup_info/eviction_info.go``): onto resources being freed, or moved there. Not one pipelined before this
+    cycle (``persisted``): its mark would stay on the pod."""
+    status = p.status
+    if status == _PIPELINED:
+        return not p.releasing and not persisted(p)
+    return status in EVICTABLE and not p.releasing
+
+
+def persisted(p: Pod) -> bool:
+    """Whether a pipelined pod was pipelined before this cycle: its object carries the mark (a pod pipelined in this
+    cycle is read from an object without it)."""
+    raw = p.raw
+    anns = (raw.get("metadata") or {}).get("annotations") if raw is not None else None
+    return isinstance(anns, dict) and PIPELINED_NODE_ANNOTATION in anns
 
 
 def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[list[Unit], int]:
     """Eviction units of a running job, in the order they go; the second value counts pods protected by min
-    runtime. A protected job, or one with pods pipelined (being moved: its running pods are not the whole
-    gang), may only lose its elastic pods."""
+    runtime. A protected job, or one with pods pipelined before this cycle (its pods an eviction can take are not
+    the whole gang), may only lose its elastic pods."""
     alive = running(job)
     if not alive:
         return [], 0
     batches = gangs.eviction_batches(job, alive)
     young = [p for p in alive if min_runtime > 0 and now - p.started < min_runtime]
-    moving = any(p.status == _PIPELINED for p in job.pods)
+    moving = any(p.status == _PIPELINED and persisted(p) for p in job.pods)
     protected = len(batches[-1]) if young else 0
     if young or moving:
         batches = batches[:-1]
@@ -165,8 +185,11 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
         if status in EVICTABLE:  # ``running``
             if not p.releasing:
                 alive.append(p)
-        elif status == _PIPELINED:  # (not EVICTABLE)
-            moving = True
+        elif status == _PIPELINED:  # (``takes``)
+            if persisted(p):
+                moving = True
+            elif not p.releasing:
+                alive.append(p)
     if not alive:
         return 0
     if job.subgroups:
@@ -192,6 +215,7 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
 
 # (a member read through its enum class costs ``EnumType.__getattr__``: these are read per pod of each candidate)
 _PIPELINED, _ALLOCATED = PodStatus.PIPELINED, PodStatus.ALLOCATED
+_RUNNING_PHASE = PodPhase.RUNNING
 
 
 def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
@@ -205,8 +229,12 @@ def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) ->
 
 
 def _running_for(p: Pod, now: float) -> float:
-    """Seconds of progress the pod has made: none for one allocate placed in this cycle (it has not started)."""
-    return 0.0 if p.status == _ALLOCATED else max(0.0, now - p.started)
+    """Seconds of progress the pod has made: none for one this cycle placed (allocated, or pipelined from pending:
+    it has not started)."""
+    status = p.status
+    if status == _ALLOCATED or (status == _PIPELINED and p.phase != _RUNNING_PHASE):
+        return 0.0
+    return max(0.0, now - p.started)
 
 
 def _gpus(p: Pod) -> int:

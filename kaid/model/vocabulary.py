@@ -40,7 +40,7 @@ EVICTABLE: Final = BOUND_OR_RUNNING | {PodStatus.ALLOCATED}
 """What an eviction can take (unless it is releasing already): a pod on a node, or one allocate placed earlier in this
 cycle (KAI evicts any active allocated task, Allocated and Binding ones too: ``pod_status.go``'s
 ``activeAllocatedStatuses``, ``podgroup_info/eviction_info.go``); such a pod, once evicted, is not moved in that cycle
-(``scenario._take_back``). A pipelined pod is not taken: it is being moved or waits for its victims to go."""
+(``scenario._take_back``). A pod pipelined in this cycle is taken too (``victims.takes``)."""
 PLACED_THIS_CYCLE: Final = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 """Given a node by this cycle."""
 
