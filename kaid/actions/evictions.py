@@ -276,6 +276,9 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
         batch = gangs.tasks_to_allocate(job)
+        if batch and any(p.status == PodStatus.EVICTED for p in job.pods):
+            continue  # its pods go in this cycle: it is placed whole again once they are pending (next cycle), never
+            # one pod of a gang that is being torn down (KAI would pipeline it, its releasing pods counted as running)
         shape = _shape(job, batch) if not (batch and gang.linked(batch, session.index)) else None
         if not batch or shape in failed:  # (``_passed_over``) the session stays as it was, and the turns of the jobs
             # alike after it change nothing either

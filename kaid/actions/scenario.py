@@ -432,7 +432,11 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
     batch = tasks(att, job)
     if turn is not None:
         batch = batch[:turn]
-    if not batch or any(p.status == _EVICTED and session.placed_this_cycle(p) for p in batch):
+    if not batch:
+        return []
+    if any(p.status == _EVICTED and session.placed_this_cycle(p) for p in batch):
+        if gangs.elastic_state(job) == gangs.ElasticState.BELOW:
+            session.rollback(cp)  # none back: the pods put back would run below the gang's minimum
         return []
     back = _place(session, att, job, batch, region, feasible)
     if back is None:
