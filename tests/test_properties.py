@@ -153,4 +153,4 @@ def test_fair_share_rules(objs: list[Obj]) -> None:
                    "(found by a fresh draw of test_cycles_keep_invariants; not the case 6306a7d fixes)")
 def test_a_gang_is_not_left_below_its_minimum() -> None:
     case = json.loads((Path(__file__).parent / "data" / "gang-below-min-case.json").read_text())
-    test_cycles_keep_invariants.hypothesis.inner_test(objs=case["objs"], solver=case["solver"], cycles=case["cycles"])
+    test_cycles_keep_invariants.hypothesis.inner_test(objs=case["objs"], solver=case["solver"], cycles=case["cycles"])  # type: ignore[attr-defined]
