@@ -8,25 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.actions import victims
-from kaid.actions.session import Session
 from kaid.api import constants as c
-from kaid.api.config import SchedulerConfig
-from kaid.model.build import build_snapshot
-from kaid.model.objects import Pod
-from kaid.placement.index import NodeIndex
 from tests.objects import node, pod, podgroup, queue
-
-NOW = 1_800_000_000.0
-
-
-def _session(objs: list[dict[str, Any]]) -> Session:
-    cfg = SchedulerConfig()
-    snap = build_snapshot(objs, cfg, NOW)
-    return Session(snap, NodeIndex(snap.nodes), cfg)
-
-
-def _pod(session: Session, name: str) -> Pod:
-    return next(p for p in session.snap.pods if p.name == name)
+from tests.sessions import NOW, pod_named, session_of
 
 
 def _objs() -> list[dict[str, Any]]:
@@ -36,8 +20,8 @@ def _objs() -> list[dict[str, Any]]:
 
 
 def test_a_pod_pipelined_from_pending_and_evicted_leaves_no_decision() -> None:
-    session = _session(_objs())
-    w, n1 = _pod(session, "w-0"), session.snap.node_by_name["n1"]
+    session = session_of(_objs())
+    w, n1 = pod_named(session, "w-0"), session.snap.node_by_name["n1"]
     assert not victims.takes(w) and victims.running(w.job) == []  # type: ignore[arg-type]
     session.pipeline(w, n1, (0,), "reclaim", None)
     assert victims.takes(w) and victims.running(w.job) == [w]  # type: ignore[arg-type]
@@ -52,8 +36,8 @@ def test_a_pod_pipelined_from_pending_and_evicted_leaves_no_decision() -> None:
 
 
 def test_a_moved_pod_evicted_again_keeps_its_first_eviction() -> None:
-    session = _session(_objs())
-    r, n1 = _pod(session, "r-0"), session.snap.node_by_name["n1"]
+    session = session_of(_objs())
+    r, n1 = pod_named(session, "r-0"), session.snap.node_by_name["n1"]
     session.evict(r, "consolidate", None, "moved")
     session.pipeline(r, n1, (0,), "consolidate", None)
     assert victims.takes(r)
@@ -67,7 +51,7 @@ def test_a_pod_pipelined_before_this_cycle_is_not_taken() -> None:
     objs = _objs()
     objs[-1]["metadata"]["annotations"][c.PIPELINED_NODE_ANNOTATION] = "n1"
     objs[-1]["metadata"]["annotations"][c.PIPELINED_ACTION_ANNOTATION] = "reclaim"
-    session = _session(objs)
-    w = _pod(session, "w-0")
+    session = session_of(objs)
+    w = pod_named(session, "w-0")
     assert w.status == "Pipelined" and victims.persisted(w)
     assert not victims.takes(w) and victims.running(w.job) == []  # type: ignore[arg-type]

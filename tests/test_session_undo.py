@@ -18,17 +18,15 @@ from hypothesis import strategies as st
 
 from kaid.actions import scenario
 from kaid.actions.session import Op, Session
-from kaid.api.config import Action, SchedulerConfig
-from kaid.model.build import build_snapshot
+from kaid.api.config import Action
 from kaid.model.objects import Job, Node, Pod
 from kaid.model.vocabulary import OpKind, PodStatus
 from kaid.placement.index import Devices, NodeIndex
 from kaid.placement.predicates import resource_failure
 from tests.equivalence import assert_same_decisions
 from tests.objects import node, pod, podgroup, queue
+from tests.sessions import session_of
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
-
-NOW = 1_800_000_000.0
 
 
 # ------------------------------------------------------------------------------------------ the plain readings
@@ -172,17 +170,11 @@ def _moved(before: dict[str, int], session: Session) -> list[str]:
     return sorted(name for name, v in before.items() if now[name] != v)
 
 
-def _session(objs: list[dict[str, Any]]) -> Session:
-    cfg = SchedulerConfig()
-    snap = build_snapshot(objs, cfg, NOW)
-    return Session(snap, NodeIndex(snap.nodes), cfg)
-
-
 @settings(max_examples=200, deadline=None)
 @given(data=st.data())
 def test_twin_sessions_answer_and_stand_alike(data: st.DataObject) -> None:
     objs = data.draw(objects())
-    fast, plain = _session(objs), _session(objs)
+    fast, plain = session_of(objs), session_of(objs)
     start = _state(fast)
     assert _state(plain) == start
     marks = [0]
@@ -265,7 +257,7 @@ def test_a_moved_pod_goes_back_only_where_its_place_is_free() -> None:
     objs = [queue("org"), queue("a", "org"), node("n0", gpus=2), node("n1", gpus=2), podgroup("g", "a", 1),
             pod("g-0", gpus=2, group="g", node_name="n0", phase="Running"), podgroup("h", "a", 1),
             pod("h-0", gpus=2, group="h")]
-    session = _session(objs)
+    session = session_of(objs)
     moved, other = (session.snap.pods[0], session.snap.pods[1]) if session.snap.pods[0].name == "g-0" else \
         (session.snap.pods[1], session.snap.pods[0])
     n0, n1 = session.snap.node_by_name["n0"], session.snap.node_by_name["n1"]

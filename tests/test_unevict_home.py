@@ -9,24 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.actions.session import Session
-from kaid.api.config import SchedulerConfig
-from kaid.model.build import build_snapshot
-from kaid.model.objects import Pod
 from kaid.model.vocabulary import OpKind, PodStatus
-from kaid.placement.index import NodeIndex
 from tests.objects import node, pod, podgroup, queue
-
-NOW = 1_800_000_000.0
-
-
-def _session(objs: list[dict[str, Any]]) -> Session:
-    cfg = SchedulerConfig()
-    snap = build_snapshot(objs, cfg, NOW)
-    return Session(snap, NodeIndex(snap.nodes), cfg)
-
-
-def _pod(session: Session, name: str) -> Pod:
-    return next(p for p in session.snap.pods if p.name == name)
+from tests.sessions import pod_named, session_of
 
 
 def _state(session: Session) -> object:
@@ -42,8 +27,8 @@ def _objs(**extra: Any) -> list[dict[str, Any]]:
 
 
 def test_a_whole_gpu_pod_pipelined_onto_other_devices_of_its_node_is_put_back() -> None:
-    session = _session(_objs())
-    p, n0 = _pod(session, "g-0"), session.snap.node_by_name["n0"]
+    session = session_of(_objs())
+    p, n0 = pod_named(session, "g-0"), session.snap.node_by_name["n0"]
     assert p.devices == (0,)
     start = _state(session)
     session.evict(p, "consolidate", None, "")
@@ -64,8 +49,8 @@ def test_a_whole_gpu_pod_pipelined_onto_other_devices_of_its_node_is_put_back() 
 
 
 def test_a_pod_pipelined_onto_another_node_moves() -> None:
-    session = _session(_objs())
-    p, n1 = _pod(session, "g-0"), session.snap.node_by_name["n1"]
+    session = session_of(_objs())
+    p, n1 = pod_named(session, "g-0"), session.snap.node_by_name["n1"]
     session.evict(p, "consolidate", None, "")
     session.pipeline_all(p.job, [(p, n1, (0,))], "consolidate", None)  # type: ignore[arg-type]
     assert (str(p.status), p.node) == (str(PodStatus.PIPELINED), "n1")
@@ -73,10 +58,10 @@ def test_a_pod_pipelined_onto_another_node_moves() -> None:
 
 
 def test_a_shared_gpu_pod_on_another_device_of_its_node_moves() -> None:
-    session = _session([
+    session = session_of([
         queue("org"), queue("a", "org"), node("n0", gpus=4), podgroup("g", "a", 1),
         pod("g-0", group="g", node_name="n0", phase="Running", annotations={"gpu-fraction": "0.5"})])
-    p, n0 = _pod(session, "g-0"), session.snap.node_by_name["n0"]
+    p, n0 = pod_named(session, "g-0"), session.snap.node_by_name["n0"]
     home = p.devices
     other = (1,) if home != (1,) else (2,)
     session.evict(p, "consolidate", None, "")
@@ -90,8 +75,8 @@ def test_a_shared_gpu_pod_on_another_device_of_its_node_moves() -> None:
 
 def test_a_pod_placed_this_cycle_is_pipelined_back() -> None:
     objs = [queue("org"), queue("a", "org"), node("n0", gpus=4), podgroup("g", "a", 1), pod("g-0", gpus=1, group="g")]
-    session = _session(objs)
-    p, n0 = _pod(session, "g-0"), session.snap.node_by_name["n0"]
+    session = session_of(objs)
+    p, n0 = pod_named(session, "g-0"), session.snap.node_by_name["n0"]
     session.allocate(p, n0, (0,))
     session.evict(p, "reclaim", None, "")
     session.pipeline_all(p.job, [(p, n0, (1,))], "reclaim", None)  # type: ignore[arg-type]
