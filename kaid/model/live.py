@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
+from itertools import islice
 from typing import Any, TypeVar
 
 from kaid.api import constants as c
@@ -30,7 +31,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.build import complete_job, node_gone, place_pod, pod_role, succeeded_ours
 from kaid.model.fingerprint import ObjectParts, accounted, job_part, label_part, node_part, pod_part
-from kaid.model.grouping import OWNER_KINDS, OwnerIndex, controller_ref, group_for_pod
+from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod, owner_chain
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
 from kaid.model.journal import Journal
 from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
@@ -727,21 +728,7 @@ def _owner_chain(pod: Obj, owners: OwnerIndex) -> tuple[tuple[str, str, str], ..
     """Every owner key ``grouping.top_owner`` looks up for this pod, found or not: a change to any of them may group
     the pod otherwise."""
     ns = meta.namespace(pod)
-    kind, current = "Pod", pod
-    out: list[tuple[str, str, str]] = []
-    while True:
-        ref = controller_ref(current)
-        if ref is None or (kind == "Job" and ref.get("kind") == "CronJob"):
-            return tuple(out)
-        kind, name = str(ref["kind"]), str(ref["name"])
-        okey = (ns, kind, name)
-        if okey in out:
-            return tuple(out)
-        out.append(okey)
-        found = owners.get(okey)
-        if found is None:
-            return tuple(out)
-        current = found
+    return tuple(dict.fromkeys((ns, kind, name) for kind, name, _ in islice(owner_chain(pod, owners), 1, None)))
 
 
 def _copy_node(n: Node) -> Node:
