@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # holds a place, not on its way out (KAI: active allocated; a pod on a node gone since still counts there)
 ACTIVE = PLACED_THIS_CYCLE | BOUND_OR_RUNNING | {PodStatus.NODE_GONE}
 PENDING = frozenset({PodStatus.PENDING})
-DEFAULT_POD_SET = "default"
+DEFAULT_POD_SET = c.DEFAULT_SUBGROUP
 
 
 class ElasticState(IntEnum):
@@ -95,7 +95,7 @@ def gang_of(job: Job) -> GangSet:
             (parent.sets if isinstance(child, GangSet) else parent.pod_sets).append(child)  # type: ignore[arg-type]
     default = PodSet(DEFAULT_POD_SET, 0)
     for pod in job.pods:
-        target = nodes.get(pod.labels.get(c.SUBGROUP_LABEL) or "")
+        target = nodes.get(pod.subgroup)
         (target if isinstance(target, PodSet) else default).pods.append(pod)
     if default.pods:
         root.pod_sets.append(default)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kaid.actions.gangs import is_active
-from kaid.api import constants as c
 from kaid.model.objects import Job, Pod
 from kaid.placement import gang as placement
 
@@ -71,13 +70,13 @@ def nest(session: Session, job: Job, batch: list[Pod]) -> placement.Nest | None:
             up = chain(parent[name])
             (nests[up[0]] if up else root).children.append(nests[name])
     for pod in batch:
-        up = chain(pod.labels.get(c.SUBGROUP_LABEL) or "")
+        up = chain(pod.subgroup)
         (nests[up[0]] if up else root).pods.append(pod)
     index = session.index
     for pod in job.pods:  # a required domain the group's running pods hold already
         if pod.node and is_active(pod):
             node = session.snap.node_by_name.get(pod.node)
-            for name in chain(pod.labels.get(c.SUBGROUP_LABEL) or ""):
+            for name in chain(pod.subgroup):
                 nest = nests[name]
                 key = nest.topo.required if nest.topo else None
                 if key and node is not None and nest.fixed is None and (value := node.labels.get(key)) is not None:

@@ -290,6 +290,37 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
     for sub in job.subgroups:
         if sub.get("topologyConstraint"):
             _check_sub_topology(job, sub, topologies)
+    if job.subgroups:
+        _check_pod_subgroups(job)
+
+
+_POD_NAMES_SHOWN = 3
+
+
+def _check_pod_subgroups(job: Job) -> None:
+    """Every pod of a job with sub-groups names one of its pod sets, the sub-groups with none under them (KAI leaves
+    out a pod that does not, "Pod references subgroup X, which does not exist in PodGroup": job_info.go AddTaskInfo /
+    addInvalidSubGroupTask at d5bc503a; a pod without the label names ``default``). kai holds the job and says which
+    pods, as for any pod it cannot read (docs/compatibility.md)."""
+    parents = {s.get("parent") for s in job.subgroups}
+    pod_sets = sorted(str(s["name"]) for s in job.subgroups if s["name"] not in parents)
+    named = set(pod_sets)
+    wrong: dict[str, list[str]] = {}
+    for pod in job.pods:
+        name = pod.subgroup
+        if name not in named:
+            wrong.setdefault(name, []).append(pod.name)
+    for name, pods in wrong.items():
+        shown = ", ".join(pods[:_POD_NAMES_SHOWN]) + (f" and {len(pods) - _POD_NAMES_SHOWN} more"
+                                                      if len(pods) > _POD_NAMES_SHOWN else "")
+        said = (f"sub-group {name!r} (label {c.SUBGROUP_LABEL})" if name != c.DEFAULT_SUBGROUP
+                else f"no sub-group (no label {c.SUBGROUP_LABEL})")
+        own_errors(job).append(Reason(
+            ReasonCode.UNKNOWN_SUBGROUP,
+            f"{'pods' if len(pods) > 1 else 'pod'} {shown} of PodGroup {job.key} "
+            f"{'name' if len(pods) > 1 else 'names'} {said}, which is not one of its pod sets "
+            f"({', '.join(pod_sets)}: the sub-groups with no sub-group under them): label the pod with one of "
+            "them, or add the sub-group to the PodGroup's spec.subGroups", {"subGroup": name, "pods": pods}))
 
 
 def _check_sub_topology(job: Job, sub: Mapping[str, Any], topologies: Mapping[str, list[str]]) -> None:

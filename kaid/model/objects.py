@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 # kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
+from kaid.api.constants import DEFAULT_SUBGROUP, SUBGROUP_LABEL
 from kaid.model.selectors import selector_matches
 from kaid.model.vocabulary import CPU as CPU
 from kaid.model.vocabulary import GPU as GPU
@@ -153,6 +154,11 @@ class Pod:
     @property
     def shared(self) -> bool:
         return self.frac_devices > 0
+
+    @property
+    def subgroup(self) -> str:
+        """The sub-group of its PodGroup the pod names (KAI: a pod without the label names ``default``)."""
+        return self.labels.get(SUBGROUP_LABEL) or DEFAULT_SUBGROUP
 
     def copy(self) -> Pod:
         """A shallow copy: what a cycle changes on a pod (job, node, status, devices, group) is its own;

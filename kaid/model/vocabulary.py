@@ -112,6 +112,7 @@ class ReasonCode(StrEnum):
     MIN_MEMBER_TOO_LARGE = "MinMemberTooLarge"
     OWNER_NOT_SEEN = "OwnerNotSeen"
     POD_GROUPER_SKIPPED = "PodGrouperSkipped"  # kai.scheduler/skip-podgrouper, and no PodGroup named
+    UNKNOWN_SUBGROUP = "UnknownSubGroup"  # a pod names no pod set of its PodGroup's sub-groups
     # why a job waits: the actions and placement
     QUEUE_LIMIT = "QueueLimit"
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"
