@@ -56,7 +56,8 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
         Placements | None, int]:
     """Place pods one by one with the strategy; undo the tentative changes and return the plan. The last pod is
     not accounted: no choice after it would see it (a single pod's plan changes nothing in the index)."""
-    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods) and not linked(pods, index):
+    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods) and not linked(pods, index) and \
+            not index.held:  # (``_fill`` reads idle devices alone: not freed ones after idle ones)
         return _fill(pods, index, allowed)
     return _one_by_one(pods, index, spread, allowed)
 

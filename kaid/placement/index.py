@@ -10,7 +10,7 @@ from itertools import pairwise
 from kaid.model.journal import Journal
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
-from kaid.model.vocabulary import NodeFailure
+from kaid.model.vocabulary import NodeFailure, PodStatus
 from kaid.placement.podaffinity import PodAffinity, has_terms
 from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
 from kaid.placement.rooms import Misfits, Rooms
@@ -69,7 +69,7 @@ class NodeIndex:
     first node of a bucket that qualifies is also the first by name."""
 
     __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name", "changed",
-                 "epoch", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared")
+                 "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None, pods: Sequence[Pod] = ()) -> None:
         self.nodes = nodes
@@ -82,6 +82,14 @@ class NodeIndex:
         self.partial = Partial()
         self.epoch = 0  # bumped whenever resources are released, so cached failures expire
         self.changed: list[int] = []  # the index of each node whose accounting changed, in order (``Rooms``)
+        # node index -> its devices freed in this cycle by the pod that holds them in the snapshot (a victim evicted,
+        # a releasing pod lent): free to place on, but not idle (KAI: releasing); given back when that pod is put
+        # back on them (a rollback, an unlend, a restore)
+        self.held: dict[int, set[int]] = {}
+        # pod key -> (node index, devices) of each pod of ``pods`` that holds GPU devices in the snapshot: only these
+        # devices, released by that pod, are ``held`` (not a pod placed this cycle, not a victim on another node or
+        # other devices than its own), so that what is held reads the pods' moves, not the path that made them
+        self.homes: dict[str, tuple[int, frozenset[int]]] = _homes(nodes, pods)
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
@@ -193,6 +201,10 @@ class NodeIndex:
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
         node.used_pods += 1
+        if self.held and node.index in self.held and devices:
+            home = self.homes.get(pod.key)
+            if home is not None and home[0] == node.index:  # back where it was: its own devices are no longer held
+                self._unhold(node.index, home[1].intersection(devices))
         if pod.gpu_whole:
             used, taken = node.dev_used, 0
             for d in devices:
@@ -223,6 +235,14 @@ class NodeIndex:
         node.used_cpu -= pod.cpu
         node.used_mem -= pod.mem
         node.used_pods -= 1
+        if devices and self.homes:
+            home = self.homes.get(pod.key)
+            if home is not None and home[0] == node.index:
+                # a pod of the snapshot leaving its own devices: what it frees there is not idle (a shared one: once
+                # free)
+                own = home[1].intersection(devices)
+                if own:
+                    self.held.setdefault(node.index, set()).update(own)
         if pod.gpu_whole:
             used, freed = node.dev_used, 0
             for d in devices:
@@ -290,13 +310,49 @@ class NodeIndex:
                     return n, devs
         return None
 
+    def _unhold(self, i: int, devices: frozenset[int]) -> None:
+        held = self.held[i]
+        held.difference_update(devices)
+        if not held:
+            del self.held[i]
+
+    def _true_idle(self, n: Node) -> list[int]:
+        """The node's idle devices that no pod of the snapshot freed in this cycle."""
+        held = self.held.get(n.index, ())
+        used = n.dev_used
+        return [d for d in range(n.gpus) if used[d] == 0 and d not in held]
+
+    def _idle_first(self, pod: Pod, spread: bool, mask: bytearray,
+                    allowed: bytearray | None) -> tuple[Node, Devices] | None:
+        """``best_node`` for a whole-GPU pod among the nodes where it fits on devices that are idle, not freed by a
+        pod leaving them in this cycle (KAI's nodeavailability plugin: +1000 where the task fits on the node's idle
+        resources, NodeInfo.IsTaskAllocatable, at d5bc503a), on those devices; None when no node has such room."""
+        want, cpu, mem, buckets, nodes, held = pod.gpu_whole, pod.cpu, pod.mem, self.buckets, self.nodes, self.held
+        for k in range(self.max_gpus, want - 1, -1) if spread else range(want, self.max_gpus + 1):
+            for i in buckets[k]:
+                if (allowed is None or allowed[i]) and mask[i]:
+                    n = nodes[i]
+                    if n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
+                            n.used_pods < n.alloc_pods:
+                        if i not in held:
+                            return n, whole_devices(n, want)
+                        idle = self._true_idle(n)
+                        if len(idle) >= want:
+                            return n, tuple(idle[:want])
+        return None
+
     def best_node(self, pod: Pod, spread: bool = False,
                   allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
-        """The greedy choice for one pod: binpack (fewest idle GPUs that fit) or spread (most)."""
+        """The greedy choice for one pod: binpack (fewest idle GPUs that fit) or spread (most); a whole-GPU pod
+        where it fits on idle devices first, before devices a pod leaving them freed in this cycle (``held``)."""
         mask = self.static_mask(pod)
         if self.pod_affinity is not None:
             mask = self.pod_affinity.mask(pod, mask)
         nodes = self.nodes
+        if pod.gpu_whole and self.held and pod.status == _PENDING:  # (a victim placed again: kai's rule, below)
+            first = self._idle_first(pod, spread, mask, allowed)
+            if first is not None:
+                return first
         if pod.gpu_whole:
             # the buckets read in place (no generator between): in a region (a rack) most nodes of a bucket are
             # outside it, and more of them the larger the cluster
@@ -343,3 +399,22 @@ class NodeIndex:
             if chosen is None or (n.free_cpu > chosen.free_cpu if spread else n.free_cpu < chosen.free_cpu):
                 chosen = n
         return (chosen, ()) if chosen is not None else None
+
+
+_PENDING: str = PodStatus.PENDING
+_NEW = frozenset({PodStatus.PENDING, PodStatus.PIPELINED, PodStatus.ALLOCATED})
+
+
+def _homes(nodes: list[Node], pods: Sequence[Pod]) -> dict[str, tuple[int, frozenset[int]]]:
+    """The node (index) and GPU devices of each pod of the snapshot that holds devices on a node of ``nodes`` (not
+    one pipelined there: what it will take is not freed by it)."""
+    homes: dict[str, tuple[int, frozenset[int]]] = {}
+    at: dict[str, int] | None = None
+    for p in pods:
+        if p.devices and p.node is not None and (p.gpu_whole or p.frac_devices) and p.status not in _NEW:
+            if at is None:
+                at = {n.name: n.index for n in nodes}
+            i = at.get(p.node)
+            if i is not None:
+                homes[p.key] = (i, frozenset(p.devices))
+    return homes
