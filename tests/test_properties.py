@@ -15,7 +15,8 @@ from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
 from kaid.fairshare import compute_fair_share
 from kaid.model.build import build_snapshot
-from kaid.model.objects import GPU, RESOURCES, UNLIMITED, Queue, Snapshot
+from kaid.model.objects import GPU, RESOURCES, UNLIMITED, Pod, Queue, Snapshot
+from kaid.model.vocabulary import PodStatus
 from kaid.sim.apply import apply
 from tests.objects import node, pod, podgroup, queue
 
@@ -76,13 +77,20 @@ def clusters(draw: st.DrawFn) -> list[Obj]:
     return objs
 
 
+def _holds_a_place(p: Pod) -> bool:
+    """Holds or is about to hold resources (``Pod.active``: running, bound, releasing, pipelined), or was placed by
+    this cycle (Allocated, which ``Pod.active`` leaves out): in the engine's view after a cycle a gang that allocate
+    placed is all Allocated, and one pod pipelined beside them must not make it look one pod strong."""
+    return p.active or p.status == PodStatus.ALLOCATED
+
+
 def check_invariants(snap: Snapshot) -> None:
     for n in snap.nodes:
         assert n.used_cpu <= n.alloc_cpu and n.used_mem <= n.alloc_mem and n.used_pods <= n.alloc_pods, n.name
         assert all(0 <= u <= 1000 for u in n.dev_used), (n.name, n.dev_used)
         assert n.idle == sum(1 for u in n.dev_used if u == 0)
     for job in snap.jobs.values():
-        active = sum(1 for p in job.pods if p.active)
+        active = sum(1 for p in job.pods if _holds_a_place(p))
         assert active == 0 or active >= min(job.min_member, len(job.pods)), (job.key, active, job.min_member)
     for q in snap.queues.values():
         for r in range(len(RESOURCES)):
@@ -149,8 +157,26 @@ def test_fair_share_rules(objs: list[Obj]) -> None:
     assert all(q.fair[GPU] >= 0 for q in snap.queues.values())
 
 
-@pytest.mark.xfail(strict=True, reason="open: one cycle (CP-SAT) leaves gang default/j9 at 1 of its minimum 2 "
-                   "(found by a fresh draw of test_cycles_keep_invariants; not the case 6306a7d fixes)")
+def test_the_gang_check_counts_the_pods_placed_this_cycle() -> None:
+    """check_invariants reads a gang in the engine's view as the cycle leaves it: Allocated pods count with the
+    pipelined one (3 Allocated + 1 Pipelined is 4 of minimum 2, not 1), and a gang placed short of its minimum is
+    caught even when all it has is Allocated (the check counted 0 active pods there and let it pass)."""
+    objs = [node("n0", gpus=0, cpu="8"), queue("q", gpu=(-1, -1, 1)), podgroup("j", "q", 2),
+            *[pod(f"j-{k}", group="j") for k in range(4)]]
+    snap = build_snapshot(objs)
+    pods = snap.jobs["default/j"].pods
+    for p, status in zip(pods, [PodStatus.ALLOCATED] * 3 + [PodStatus.PIPELINED], strict=True):
+        p.status, p.node = status, "n0"
+    check_invariants(snap)
+    for p in pods[1:]:
+        p.status, p.node = PodStatus.PENDING, None
+    with pytest.raises(AssertionError, match="default/j"):
+        check_invariants(snap)
+
+
 def test_a_gang_is_not_left_below_its_minimum() -> None:
+    """A fresh draw of test_cycles_keep_invariants (CP-SAT, one cycle): allocate places j9-0..2 (minimum 2) and
+    reclaim pipelines j9-3 onto the cpu it frees; the check counted the one Pipelined pod and not the 3 Allocated
+    ones (``_holds_a_place``). The decisions were right: the rebuilt cluster has j9 at 3 running + 1 pipelined."""
     case = json.loads((Path(__file__).parent / "data" / "gang-below-min-case.json").read_text())
     test_cycles_keep_invariants.hypothesis.inner_test(objs=case["objs"], solver=case["solver"], cycles=case["cycles"])  # type: ignore[attr-defined]
