@@ -16,7 +16,7 @@ from kaid.model.objects import Job, Node, Pod, Reason
 from kaid.model.vocabulary import OpKind, PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.explain import fit_summary, fragmentation
-from kaid.placement.index import NodeIndex
+from kaid.placement.index import Devices, NodeIndex
 
 Failures = dict[tuple[object, ...], tuple[int, list[Reason]]]
 
@@ -36,6 +36,9 @@ def allocate(session: Session) -> None:
     failed: Failures = {}
     limits = PathLimits()
     full_checked = False
+    # a shared-GPU pod may go into a GPU group whose releasing pods' share it needs; it is pipelined there (KAI's
+    # FittingGPUs counts a group's releasing share, gpu_sharing/gpuSharing.go pipelines onto it)
+    session.index.note_releasing(session.releasing())
     while (job := order.pop()) is not None:
         placed = _serve(session, job, nexts.batch(job), failed, nexts, limits)
         nexts.served(job)
@@ -249,6 +252,8 @@ def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: OpKind) -> bo
     if over is not None:
         session.reasons[job.key] = [over]
         return False
+    if kind == OpKind.ALLOCATE and session.index.soft and _pipelined(session.index, plan.placements):
+        kind = OpKind.PIPELINE  # a pod goes where it is pipelined: so is its whole job (KAI's ShouldPipelineJob)
     cp = session.checkpoint()
     for pod, node, devs in plan.placements:
         if kind == OpKind.ALLOCATE:
@@ -277,9 +282,28 @@ def _place_one(session: Session, job: Job, batch: list[Pod], within: bytearray |
                                            (pod.gpu_milli_on(node), pod.cpu, pod.mem), job) is not None:
         return None  # (``charged_violation``)
     cp = session.checkpoint()
-    session.allocate(pod, node, devices)
+    if session.index.soft and session.index.must_pipeline(node, pod, devices):
+        session.pipeline(pod, node, devices, Action.ALLOCATE, None)
+    else:
+        session.allocate(pod, node, devices)
     session.committed(cp)
     return True
+
+
+def _pipelined(index: NodeIndex, placements: list[tuple[Pod, Node, Devices]]) -> bool:
+    """Whether a pod of the plan, placed after the ones before it, goes into a GPU group where it is pipelined
+    (``NodeIndex.must_pipeline``); the index is left as it was."""
+    done: list[tuple[Pod, Node, Devices]] = []
+    try:
+        for pod, node, devs in placements:
+            if index.must_pipeline(node, pod, devs):
+                return True
+            index.assign(node, pod, devs)
+            done.append((pod, node, devs))
+        return False
+    finally:
+        for pod, node, devs in reversed(done):
+            index.release(node, pod, devs, planning=True)
 
 
 def _count(session: Session, job: Job, plan: gang.GangPlan) -> None:

@@ -12,7 +12,7 @@ from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure, PodStatus
 from kaid.placement.podaffinity import PodAffinity, has_terms
-from kaid.placement.predicates import resource_failure, shared_devices, static_failure, whole_devices
+from kaid.placement.predicates import one_device, resource_failure, shared_devices, static_failure, whole_devices
 from kaid.placement.rooms import Misfits, Rooms
 
 Devices = tuple[int, ...]
@@ -69,7 +69,8 @@ class NodeIndex:
     first node of a bucket that qualifies is also the first by name."""
 
     __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name", "changed",
-                 "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared")
+                 "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared", "soft",
+                 "soft_at", "soft_away")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None, pods: Sequence[Pod] = ()) -> None:
         self.nodes = nodes
@@ -90,6 +91,13 @@ class NodeIndex:
         # devices, released by that pod, are ``held`` (not a pod placed this cycle, not a victim on another node or
         # other devices than its own), so that what is held reads the pods' moves, not the path that made them
         self.homes: dict[str, tuple[int, frozenset[int]]] = _homes(nodes, pods)
+        # the shared GPUs' releasing share (KAI's ReleasingSharedGPUsMemory, node_info/gpu_sharing_node_info.go at
+        # d5bc503a): node index -> (pod key, devices, share of each) of each releasing shared-GPU pod there that a
+        # pipelined pod may count on (``note_releasing``); ``soft_at``: their node and devices; ``soft_away``: those
+        # of them released from there now (lent to a plan, evicted)
+        self.soft: dict[int, list[tuple[str, frozenset[int], int]]] = {}
+        self.soft_at: dict[str, tuple[int, frozenset[int]]] = {}
+        self.soft_away: set[str] = set()
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
@@ -201,6 +209,8 @@ class NodeIndex:
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
         node.used_pods += 1
+        if self.soft_away and pod.key in self.soft_away and self.soft_at[pod.key][0] == node.index:
+            self.soft_away.discard(pod.key)  # back where it is releasing
         if self.held and node.index in self.held and devices:
             home = self.homes.get(pod.key)
             if home is not None and home[0] == node.index:  # back where it was: its own devices are no longer held
@@ -235,6 +245,8 @@ class NodeIndex:
         node.used_cpu -= pod.cpu
         node.used_mem -= pod.mem
         node.used_pods -= 1
+        if self.soft_at and pod.key in self.soft_at and self.soft_at[pod.key][0] == node.index:
+            self.soft_away.add(pod.key)  # a releasing pod lent to a plan: its share is not there now
         if devices and self.homes:
             home = self.homes.get(pod.key)
             if home is not None and home[0] == node.index:
@@ -310,6 +322,61 @@ class NodeIndex:
                     return n, devs
         return None
 
+    # ----------------------------------------------------------------------------- shared GPUs releasing
+    def note_releasing(self, pods: Sequence[Pod]) -> None:
+        """Record the share of their devices that the shared-GPU pods of ``pods`` (releasing pods that a pipelined
+        pod may count on) are releasing."""
+        at: dict[str, int] | None = None
+        for p in pods:
+            if p.frac_devices and p.devices and p.node is not None and p.key not in self.soft_at:
+                if at is None:
+                    at = {n.name: n.index for n in self.nodes}
+                i = at.get(p.node)
+                if i is not None:
+                    devs = frozenset(p.devices)
+                    self.soft.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
+                    self.soft_at[p.key] = (i, devs)
+
+    def _releasing(self, i: int, d: int) -> int:
+        """What the releasing shared pods of node ``i`` hold of its device ``d`` now."""
+        away = self.soft_away
+        return sum(share for key, devs, share in self.soft[i] if d in devs and key not in away)
+
+    def must_pipeline(self, node: Node, pod: Pod, devices: Devices) -> bool:
+        """Whether a shared-GPU pod placed on these devices of the node is pipelined, not bound: a device has room
+        for it only counting the share its releasing pods hold (KAI: gpu_sharing/gpuSharing.go
+        GetNodePreferableGpuForSharing, NodeInfo.EnoughIdleResourcesOnGpu; ``_soft_best`` chose it)."""
+        if not pod.frac_devices or node.index not in self.soft:
+            return False
+        share, used = pod.device_share(node), node.dev_used
+        return any(used[d] + share > 1000 for d in devices)
+
+    def _soft_best(self, pod: Pod, spread: bool, mask: bytearray,
+                   allowed: bytearray | None) -> tuple[tuple[int, int, int], Node, Devices] | None:
+        """A one-device shared-GPU pod's choice among the devices where it fits only by the share releasing pods
+        hold there (KAI's FittingGPUs: a GPU group fits counting its releasing share, unless all of it is releasing,
+        node_info IsTaskFitOnGpuGroup), by ``best_node``'s key: (the device's use, fullest first when binpacking;
+        the node's idle GPUs; its index)."""
+        best: tuple[tuple[int, int, int], Node, Devices] | None = None
+        nodes = self.nodes
+        for i in self.soft:
+            if not mask[i] or (allowed is not None and not allowed[i]):
+                continue
+            n = nodes[i]
+            if n.used_pods + 1 > n.alloc_pods or n.used_cpu + pod.cpu > n.alloc_cpu or \
+                    n.used_mem + pod.mem > n.alloc_mem:
+                continue
+            share, used = pod.device_share(n), n.dev_used
+            for d in range(n.gpus):
+                u = used[d]
+                if u + share > 1000:
+                    rel = self._releasing(i, d)
+                    if rel and u > rel and u - rel + share <= 1000:
+                        key = (u, -n.idle, i) if spread else (-u, n.idle, i)
+                        if best is None or key < best[0]:
+                            best = (key, n, one_device(d))
+        return best
+
     def _unhold(self, i: int, devices: frozenset[int]) -> None:
         held = self.held[i]
         held.difference_update(devices)
@@ -365,6 +432,31 @@ class NodeIndex:
                                 n.used_pods < n.alloc_pods:
                             return n, whole_devices(n, want)
             return None
+        soft = self._soft_best(pod, spread, mask, allowed) \
+            if self.soft and pod.frac_devices == 1 and pod.status == _PENDING else None
+        if soft is not None:  # (a device that fits only by a releasing share, against the first one below)
+            found = self._shared_best(pod, spread, mask, allowed)
+            if found is not None:
+                n, devs = found
+                u = n.dev_used[devs[0]]
+                if ((u, -n.idle, n.index) if spread else (-u, n.idle, n.index)) < soft[0]:
+                    return found
+            return soft[1], soft[2]
+        if pod.frac_devices:
+            return self._shared_best(pod, spread, mask, allowed) or self._idle_device(pod, spread, mask, allowed)
+        # cpu-only pods: score every feasible node by free cpu
+        chosen: Node | None = None
+        for i, n in enumerate(nodes):
+            if not mask[i] or (allowed is not None and not allowed[i]) or resource_failure(n, pod) is not None:
+                continue
+            if chosen is None or (n.free_cpu > chosen.free_cpu if spread else n.free_cpu < chosen.free_cpu):
+                chosen = n
+        return (chosen, ()) if chosen is not None else None
+
+    def _shared_best(self, pod: Pod, spread: bool, mask: bytearray,
+                     allowed: bytearray | None) -> tuple[Node, Devices] | None:
+        """A shared-GPU pod's choice among the partly used devices with room for it, None when there is none."""
+        nodes = self.nodes
         if pod.frac_devices == 1 and pod.gpu_frac:  # one device, the same share on every node: the index decides
             seen: set[int] = set()
             for i in self.partial.candidates(pod.gpu_frac, spread):
@@ -376,30 +468,18 @@ class NodeIndex:
                     devs = self.devices_for(n, pod, spread)
                     if devs is not None and all(n.dev_used[d] > 0 for d in devs):
                         return n, devs
-            return self._idle_device(pod, spread, mask, allowed)
-        if pod.frac_devices:
-            best: tuple[tuple[int, int, int], Node, Devices] | None = None
-            for i in list(self.shared):
-                if mask[i] and (allowed is None or allowed[i]):
-                    n = nodes[i]
-                    devs = self.devices_for(n, pod, spread)
-                    if devs is not None and all(n.dev_used[d] > 0 for d in devs):
-                        fill = sum(n.dev_used[d] for d in devs)
-                        key = (fill if spread else -fill, n.idle if not spread else -n.idle, i)
-                        if best is None or key < best[0]:
-                            best = (key, n, devs)
-            if best is not None:
-                return best[1], best[2]
-            return self._idle_device(pod, spread, mask, allowed)
-        # cpu-only pods: score every feasible node by free cpu
-        chosen: Node | None = None
-        for i, n in enumerate(nodes):
-            if not mask[i] or (allowed is not None and not allowed[i]) or resource_failure(n, pod) is not None:
-                continue
-            if chosen is None or (n.free_cpu > chosen.free_cpu if spread else n.free_cpu < chosen.free_cpu):
-                chosen = n
-        return (chosen, ()) if chosen is not None else None
-
+            return None
+        best: tuple[tuple[int, int, int], Node, Devices] | None = None
+        for i in list(self.shared):
+            if mask[i] and (allowed is None or allowed[i]):
+                n = nodes[i]
+                devs = self.devices_for(n, pod, spread)
+                if devs is not None and all(n.dev_used[d] > 0 for d in devs):
+                    fill = sum(n.dev_used[d] for d in devs)
+                    key = (fill if spread else -fill, n.idle if not spread else -n.idle, i)
+                    if best is None or key < best[0]:
+                        best = (key, n, devs)
+        return (best[1], best[2]) if best is not None else None
 
 _PENDING: str = PodStatus.PENDING
 _NEW = frozenset({PodStatus.PENDING, PodStatus.PIPELINED, PodStatus.ALLOCATED})
