@@ -79,9 +79,9 @@ def test_shared_answers_are_the_plain_ones(case: Case) -> None:
             pods[0] += 1
         return useful
 
-    def min_runtime_checked(self: evictions.Pool, q: Queue, action: str) -> float:
-        got = min_runtime(self, q, action)
-        assert got == evictions.min_runtime(q, action)
+    def min_runtime_checked(self: evictions.Pool, q: Queue, action: str, claimant: Queue) -> float:
+        got = min_runtime(self, q, action, claimant)
+        assert got == evictions.min_runtime(q, action, claimant)
         return got
 
     with pytest.MonkeyPatch.context() as mp:

@@ -17,7 +17,7 @@ from kaid.actions.session import STUCK_RELEASING_SECONDS
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Snapshot
+from kaid.model.objects import Queue, Snapshot
 from kaid.model.vocabulary import PodStatus
 from kaid.sim.apply import apply
 from tests.objects import node, pod, podgroup, queue
@@ -153,10 +153,15 @@ def plain_horizon(snap: Snapshot, stuck_after: float) -> float:
                 until = min(until, p.deleted + stuck_after)
         elif p.status in (PodStatus.RUNNING, PodStatus.BOUND) and p.job is not None:
             q = snap.queues.get(p.job.queue)
+            if q is None:
+                continue
+            # a claimant under each queue of the victim's path (the lowest common ancestor), and one of another tree
+            claimants = [*q.path(), Queue("another-tree")]
             for action in (Action.RECLAIM, Action.PREEMPT):
-                runtime = min_runtime(q, action) if q is not None else 0.0
-                if runtime > 0 and p.started + runtime > snap.now:
-                    until = min(until, p.started + runtime)
+                for claimant in claimants:
+                    runtime = min_runtime(q, action, claimant)
+                    if runtime > 0 and p.started + runtime > snap.now:
+                        until = min(until, p.started + runtime)
     return until
 
 

@@ -53,9 +53,9 @@ def test_drawing_units_as_read_decides_as_drawing_all_first(case: Case) -> None:
         evictions._whole(session, rules, att, search)  # every unit, with the session as the search found it
         return search, protected
 
-    def afresh(pool: Pool, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+    def afresh(pool: Pool, session: Session, job: Job, action: str, claimant: Queue) -> tuple[list[Unit], int]:
         q = session.snap.queues[job.queue]
-        return units_of(job, q, session.snap.now, evictions.min_runtime(q, action))
+        return units_of(job, q, session.snap.now, evictions.min_runtime(q, action, claimant))
 
     searches: list[Search] = []
     # the plain reading: every unit first, each search's units afresh

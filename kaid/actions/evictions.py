@@ -23,6 +23,7 @@ from kaid.api.config import Action
 from kaid.api.meta import format_time
 from kaid.model.jobs import delay_end
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
+from kaid.model.queues import preempt_min_runtime, reclaim_min_runtime
 from kaid.model.vocabulary import PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.index import NodeIndex
@@ -97,11 +98,13 @@ class Pool:
     touched: dict[str, dict[int, Job]] = field(default_factory=dict)
     ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
     _members: dict[str, set[int]] = field(default_factory=dict)  # queue -> id(job) of its jobs in ``jobs``
-    _min_runtime: dict[tuple[str, str], float] = field(default_factory=dict)  # (queue, action) -> ``min_runtime``
+    # (queue, action, claimant's queue) -> ``min_runtime``
+    _min_runtime: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    _least: dict[int, float] = field(default_factory=dict)  # id(job) -> the min runtime its ``units`` were made with
 
-    def units_of(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+    def units_of(self, session: Session, job: Job, action: str, claimant: Queue) -> tuple[list[Unit], int]:
         self._catch_up(session)
-        units, young = self.known_units(session, job, action)
+        units, young = self.known_units(session, job, action, claimant)
         return list(units), young
 
     def _catch_up(self, session: Session) -> None:
@@ -157,51 +160,55 @@ class Pool:
             known = keys[id(job)] = job_key(job)
         return known
 
-    def known_units(self, session: Session, job: Job, action: str) -> tuple[list[Unit], int]:
+    def known_units(self, session: Session, job: Job, action: str, claimant: Queue) -> tuple[list[Unit], int]:
         """``units_of`` without bringing the pool up to date: for a job whose pods no operation touched since the
         search began (a search evicts only the victims it handed out, and ``lines_of`` brought the pool up to date
         as it began), without reading the search's own operations."""
+        q = session.snap.queues[job.queue]
+        least = self.min_runtime(q, action, claimant)
         known = self.units.get(id(job))
-        if known is None:
-            q = session.snap.queues[job.queue]
-            known = self.units[id(job)] = units_of(job, q, session.snap.now, self.min_runtime(q, action))
+        if known is None or self._least[id(job)] != least:
+            known = self.units[id(job)] = units_of(job, q, session.snap.now, least)
+            self._least[id(job)] = least
         return known
 
-    def min_runtime(self, q: Queue, action: str) -> float:
-        """``min_runtime(q, action)``, worked out once per queue (a search that found nothing walked each candidate's
-        queue path to count its units: 5,943 jobs at 4,000 nodes)."""
-        known = self._min_runtime.get((q.name, action))
+    def min_runtime(self, q: Queue, action: str, claimant: Queue) -> float:
+        """``min_runtime(q, action, claimant)``, worked out once per pair of queues (a search that found nothing
+        walked each candidate's queue path to count its units: 5,943 jobs at 4,000 nodes)."""
+        known = self._min_runtime.get((q.name, action, claimant.name))
         if known is None:
-            known = self._min_runtime[(q.name, action)] = min_runtime(q, action)
+            known = self._min_runtime[(q.name, action, claimant.name)] = min_runtime(q, action, claimant)
         return known
 
-    def count(self, session: Session, job: Job, action: str, useful: Callable[[Pod], bool] | None = None) -> int:
+    def count(self, session: Session, job: Job, action: str, claimant: Queue,
+              useful: Callable[[Pod], bool] | None = None) -> int:
         """``len(known_units(...)[0])`` (less the last unit where none of its pods is ``useful``), from the units
         where they are known, else without making them (``victims.count_units``)."""
+        q = session.snap.queues[job.queue]
+        least = self.min_runtime(q, action, claimant)
         known = self.units.get(id(job))
-        if known is None:
-            q = session.snap.queues[job.queue]
-            return count_units(job, q, session.snap.now, self.min_runtime(q, action), useful)
+        if known is None or self._least[id(job)] != least:
+            return count_units(job, q, session.snap.now, least, useful)
         units = known[0]
         if units and useful is not None and not any(useful(p) for p in units[-1].pods):
             return len(units) - 1
         return len(units)
 
     def count_line(self, session: Session, line: list[tuple[JobKey, Job]], candidate: Callable[[Job], bool],
-                   action: str, useful: Callable[[Pod], bool]) -> int:
+                   action: str, claimant: Queue, useful: Callable[[Pod], bool]) -> int:
         """``sum(count(session, job, action, useful) for _, job in line if candidate(job))`` for jobs of one queue
         (a line's), its queue and min runtime read once (a search that found nothing counts every candidate of the
         cluster: 5,943 jobs at 4,000 nodes)."""
         if not line:
             return 0
         q = session.snap.queues[line[0][1].queue]
-        least, now, units = self.min_runtime(q, action), session.snap.now, self.units
+        least, now, units, leasts = self.min_runtime(q, action, claimant), session.snap.now, self.units, self._least
         n = 0
         for _, job in line:
             if not candidate(job):
                 continue
             known = units.get(id(job))
-            if known is None:
+            if known is None or leasts[id(job)] != least:
                 n += count_units(job, q, now, least, useful)
             else:
                 n += len(known[0]) - (1 if known[0] and not any(useful(p) for p in known[0][-1].pods) else 0)
@@ -239,13 +246,9 @@ class Found:
     method: str
 
 
-def min_runtime(q: Queue, action: str) -> float:
-    """The nearest queue on the path that sets the protection for this action."""
-    for anc in q.path():
-        value = anc.reclaim_min_runtime if action == Action.RECLAIM else anc.preempt_min_runtime
-        if value > 0:
-            return value
-    return 0.0
+def min_runtime(victim: Queue, action: str, claimant: Queue) -> float:
+    """How long a running pod of ``victim``'s jobs is kept from ``action`` for a job of ``claimant``."""
+    return reclaim_min_runtime(victim, claimant) if action == Action.RECLAIM else preempt_min_runtime(victim)
 
 
 def evict_for_pending(session: Session, rules: Rules) -> None:
@@ -618,9 +621,10 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
     def candidates(queue: str, line: list[tuple[JobKey, Job]]) -> Iterator[tuple[JobKey, Job]]:
         for at, (key, job) in enumerate(line):
             read[queue] = at + 1
-            if candidate(job) and pool.count(session, job, rules.action):  # (units made once it is handed out)
+            if candidate(job) and pool.count(session, job, rules.action, claimant):  # (units made once handed out)
                 yield key, job
 
+    claimant = session.snap.queues[att.job.queue]  # (whose min runtime protects a victim, ``min_runtime``)
     lines = pool.lines_of(session, rules, att)
     read = dict.fromkeys(lines, 0)  # queue -> how far its stream has read its line
     streams = {q: candidates(q, line) for q, line in lines.items()}
@@ -637,7 +641,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         """The victim's next unit (None where it is its last and helps nothing), and whether it has more."""
         units = per_job.get(victim.key)
         if units is None:
-            units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action)[0])
+            units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action, claimant)[0])
         unit = units.pop(0)
         return (unit if useful(unit) or units else None), bool(units)
 
@@ -672,11 +676,11 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         for victim in order.remaining():
             units = per_job.get(victim.key)
             if units is None:
-                n += pool.count(session, victim, rules.action, useful_pod)
+                n += pool.count(session, victim, rules.action, claimant, useful_pod)
             else:  # (a job in the order has a unit left)
                 n += len(units) if useful(units[-1]) else len(units) - 1
         for queue, line in lines.items():  # (a job with units, none of them useful, counts none)
-            n += pool.count_line(session, line[read[queue]:], candidate, rules.action, useful_pod)
+            n += pool.count_line(session, line[read[queue]:], candidate, rules.action, claimant, useful_pod)
         return n
 
     def census() -> Iterator[Unit]:
@@ -685,7 +689,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
             for _, job in line:
                 if job is att.job or not rules.candidate(session, att, job):
                     continue
-                units = pool.known_units(session, job, rules.action)[0]
+                units = pool.known_units(session, job, rules.action, claimant)[0]
                 for k, unit in enumerate(units):
                     if k < len(units) - 1 or useful(unit):
                         yield unit
@@ -694,7 +698,8 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                     count_rest=count_rest)
     protected = 0
     if search.unit(0) is None:
-        protected = sum(pool.units_of(session, j, rules.action)[1] for j in pool.of_queues(session, rules, att)
+        protected = sum(pool.units_of(session, j, rules.action, claimant)[1]
+                        for j in pool.of_queues(session, rules, att)
                         if j is not att.job and rules.candidate(session, att, j))
     return search, protected
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kaid.actions.carried import Facts
-from kaid.api.config import Action, SchedulerConfig
+from kaid.api.config import SchedulerConfig
 from kaid.model.fingerprint import job_fields, labels_of, node_fields, pod_fields
 from kaid.model.jobs import delay_end
 from kaid.model.objects import Reason, Snapshot
+from kaid.model.queues import min_runtimes
 from kaid.model.vocabulary import PodStatus
 
 NEVER = float("inf")
@@ -132,7 +133,7 @@ def _written(snap: Snapshot, guarded: set[str]) -> tuple[object, ...]:
 
 def horizon(snap: Snapshot, stuck_after: float) -> float:
     """The first moment after ``snap.now`` at which the clock changes what a search reads: a running pod's
-    min-runtime protection (reclaim's or preempt's, the nearest queue on its path that sets one) running out, a
+    min-runtime protection (any its queue's path sets: which applies depends on the claimant) running out, a
     releasing pod becoming stuck (``stuck_after`` seconds after its deletion), or a job's preemption delay ending
     (``delay_end``: from then on it may evict)."""
     now = snap.now
@@ -144,17 +145,9 @@ def horizon(snap: Snapshot, stuck_after: float) -> float:
                 until = min(until, end)
     protect: dict[str, tuple[float, ...]] = {}  # queue -> the protections its running pods have (none: not kept)
     for q in snap.queues.values():
-        runtimes = []
-        for action in (Action.RECLAIM, Action.PREEMPT):
-            value = 0.0
-            for anc in q.path():
-                value = anc.reclaim_min_runtime if action == Action.RECLAIM else anc.preempt_min_runtime
-                if value > 0:
-                    break
-            if value > 0:
-                runtimes.append(value)
+        runtimes = min_runtimes(q)
         if runtimes:
-            protect[q.name] = tuple(runtimes)
+            protect[q.name] = tuple(sorted(runtimes))
     live = (PodStatus.RUNNING, PodStatus.BOUND)
     for p in snap.pods:  # (where no queue protects its pods, the releasing ones alone are read)
         if p.releasing:

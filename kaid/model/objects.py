@@ -356,8 +356,8 @@ class Queue:
         self.deserved: Vec = zero()
         self.fair: Vec = zero()
         self.usage: list[float] = [0.0, 0.0, 0.0]
-        self.preempt_min_runtime = 0.0
-        self.reclaim_min_runtime = 0.0
+        self.preempt_min_runtime: float | None = None  # seconds; None: unset (an ancestor's, or none)
+        self.reclaim_min_runtime: float | None = None
         # bumped whenever ``allocated`` changes here or below (``model.queues.charge``): what the job order
         # caches about a queue is valid while its version stands
         self.version = 0

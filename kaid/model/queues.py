@@ -78,10 +78,38 @@ def _read_queue(obj: Obj, name: str, unmanaged: bool) -> Queue:
     q.display = spec.displayName or name
     q.parent_name = spec.parentQueue or None
     q.priority = spec.priority
-    q.preempt_min_runtime = parse_duration(spec.preemptMinRuntime) if spec.preemptMinRuntime else 0.0
-    q.reclaim_min_runtime = parse_duration(spec.reclaimMinRuntime) if spec.reclaimMinRuntime else 0.0
+    q.preempt_min_runtime = parse_duration(spec.preemptMinRuntime) if spec.preemptMinRuntime else None
+    q.reclaim_min_runtime = parse_duration(spec.reclaimMinRuntime) if spec.reclaimMinRuntime else None
     _queue_units(spec, q, unmanaged)
     return q
+
+
+def preempt_min_runtime(victim: Queue) -> float:
+    """Seconds a running pod of ``victim``'s jobs is kept from preempt (KAI's minruntime plugin, resolver.go at
+    d5bc503a): the nearest queue up its path that sets preemptMinRuntime (an explicit 0 included), else none."""
+    for q in victim.path():
+        if q.preempt_min_runtime is not None:
+            return q.preempt_min_runtime
+    return 0.0
+
+
+def reclaim_min_runtime(victim: Queue, claimant: Queue) -> float:
+    """Seconds a running pod of ``victim``'s jobs is kept from reclaim by ``claimant``'s (KAI's default resolve
+    method, "lca"): the walk up the victim's path starts at the child, on the victim's side, of the two queues'
+    lowest common ancestor (the victim's own queue when they are the same; its top-level queue alone when they
+    share none), and takes the first reclaimMinRuntime set."""
+    path = victim.path()  # leaf first
+    above = {id(q) for q in claimant.path()}
+    start = next((at for at, q in enumerate(path) if id(q) in above), None)
+    for q in path[-1:] if start is None else path[max(start - 1, 0):]:
+        if q.reclaim_min_runtime is not None:
+            return q.reclaim_min_runtime
+    return 0.0
+
+
+def min_runtimes(victim: Queue) -> set[float]:
+    """Every protection a running pod of ``victim``'s jobs may have, against any claimant (positive ones)."""
+    return {v for q in victim.path() for v in (q.reclaim_min_runtime, q.preempt_min_runtime) if v}
 
 
 def _link_parents(queues: dict[str, Queue]) -> None:
