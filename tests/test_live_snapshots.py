@@ -48,6 +48,16 @@ class FakeCache:
         self.subs.append(sub)
 
 
+def listed(objs: list[Obj], cache: Cache, sub: Subscriber,
+           kinds: tuple[str, ...] = ("Node", "Queue", "Pod", "PodGroup")) -> None:
+    """The watches' first lists: ``objs`` of each kind into the watch cache, and told to the subscriber."""
+    for kind in kinds:
+        items = [o for o in objs if o["kind"] == kind]
+        for o in items:
+            cache.upsert(o)
+        sub.listed(kind, items)
+
+
 def _plain(snap: Snapshot) -> dict[str, Any]:
     """``describe``, less what differs by construction: the order of the jobs (the PodGroups made from memory come
     in another), and which dict an object is (assumed pods and PodGroups made from memory are made twice)."""
@@ -81,11 +91,7 @@ def test_events_lists_assumptions_and_podgroups() -> None:
     sub = fake.subs[0]
     base = [node("n1"), node("n2", gpus=4), queue("default-queue"), queue("q1"),
             pod("a", gpus=1, queue="q1"), pod("b", gpus=2), pod("c", gpus=1, node_name="n1", phase="Running")]
-    for kind in ("Node", "Queue", "Pod", "PodGroup"):
-        items = [o for o in base if o["kind"] == kind]
-        for o in items:
-            cache.upsert(o)
-        sub.listed(kind, items)
+    listed(base, cache, sub)
     assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
     _, made = live.snapshot(overlay, NOW)
     assert sorted(meta.object_key(pg) for pg in made) == ["default/pg-pod-a", "default/pg-pod-b", "default/pg-pod-c"]
@@ -129,11 +135,7 @@ def test_a_pod_bound_before_its_pipelining_was_seen_keeps_its_own_devices() -> N
         sub = fake.subs[0]
         base = [*nodes, queue("default-queue"),
                 pod("c", gpus=2, node_name="n1", phase="Running", annotations={c.GPU_DEVICES_ANNOTATION: "2,6"})]
-        for kind in ("Node", "Queue", "Pod", "PodGroup"):
-            items = [o for o in base if o["kind"] == kind]
-            for o in items:
-                cache.upsert(o)
-            sub.listed(kind, items)
+        listed(base, cache, sub)
         bind, pipelining = (Bind("default/c", name, "", "", (0, 1), None, 2000) for name in ("n1", "n2"))
         overlay.record(Decisions(), ApplyResult(bound=[bind]), NOW - 2)
         overlay.record(Decisions(pipelined=[pipelining]), ApplyResult(), NOW - 1)
@@ -194,11 +196,7 @@ def test_a_standby_applies_each_periods_events_and_leads_from_a_current_model() 
     overlay = Overlay()
     cache = Cache()
     base = [node("n1"), node("n2"), queue("default-queue")]
-    for kind in ("Node", "Queue", "Pod", "PodGroup"):
-        items = [o for o in base if o["kind"] == kind]
-        for o in items:
-            cache.upsert(o)
-        sub.listed(kind, items)
+    listed(base, cache, sub)
     rng = random.Random(7)
     sent = 4  # the lists
     for period in range(30):

@@ -21,7 +21,7 @@ from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import ReasonCode
 from tests.objects import node, podgroup, queue
 from tests.test_live_model import Cache
-from tests.test_live_snapshots import FakeCache, _cold, _live
+from tests.test_live_snapshots import FakeCache, _cold, _live, listed
 
 Obj = dict[str, Any]
 SKIP = c.SKIP_PODGROUPER_ANNOTATION
@@ -100,11 +100,7 @@ def test_the_daemons_live_snapshot_reads_a_skipped_workload_as_the_cold_path() -
     sub = fake.subs[0]
     cache = Cache()
     objs = _deployment("replicaset")
-    for kind in ("Node", "Queue", "Deployment", "ReplicaSet", "Pod", "PodGroup"):
-        items = [o for o in objs if o["kind"] == kind]
-        for o in items:
-            cache.upsert(o)
-        sub.listed(kind, items)
+    listed(objs, cache, sub, ("Node", "Queue", "Deployment", "ReplicaSet", "Pod", "PodGroup"))
     overlay = Overlay()
     assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
     assert live.made == {}

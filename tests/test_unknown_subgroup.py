@@ -18,7 +18,7 @@ from kaid.model.build import build_snapshot
 from kaid.model.vocabulary import ReasonCode
 from tests.objects import node, pod, podgroup, queue
 from tests.test_live_model import Cache
-from tests.test_live_snapshots import FakeCache, _cold, _live
+from tests.test_live_snapshots import FakeCache, _cold, _live, listed
 
 Obj = dict[str, Any]
 
@@ -92,11 +92,7 @@ def test_the_daemons_live_snapshot_says_it_as_the_cold_path() -> None:
     sub = fake.subs[0]
     cache = Cache()
     objs = _cluster("driver", "a", "b")
-    for kind in ("Node", "Queue", "Pod", "PodGroup"):
-        items = [o for o in objs if o["kind"] == kind]
-        for o in items:
-            cache.upsert(o)
-        sub.listed(kind, items)
+    listed(objs, cache, sub)
     overlay = Overlay()
     assert _live(live, overlay) == _cold(cache.objects(), overlay, cfg)
     wrong = pod("p3", gpus=1, group="train", queue="q", labels={c.SUBGROUP_LABEL: "typo"})
