@@ -96,6 +96,9 @@ class Pool:
     # queue -> id(job) -> job, for the jobs of its line an operation touched since the line was last brought up to
     # date (the session's: ``Roles.touched``)
     touched: dict[str, dict[int, Job]] = field(default_factory=dict)
+    # id(job) -> the key its queue's line holds it with (the session's: ``Roles.placed``; an operation on the job
+    # drops its ``keys`` entry, and the line is brought up to date by finding it under the old one)
+    placed: dict[int, JobKey] = field(default_factory=dict)
     ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
     _members: dict[str, set[int]] = field(default_factory=dict)  # queue -> id(job) of its jobs in ``jobs``
     # (queue, action, claimant's queue) -> ``min_runtime``
@@ -126,32 +129,46 @@ class Pool:
         was ever handed out, but the line held them)."""
         self._catch_up(session)
         out = {}
-        keys = self.keys
+        keys, placed = self.keys, self.placed
         for queue in self.queues(session, rules, att):
             line = self.lines.get(queue)
             touched = self.touched.pop(queue, None)
             if line is None:
                 line = self.lines[queue] = sorted(((self._key(keys, j), j) for j in self.by_queue[queue]),
                                                   key=itemgetter(0), reverse=True)
+                placed.update((id(j), key) for key, j in line)
             else:
                 members = self._members.get(queue)
-                kept = members is None  # a line kept from the action before: its pool's jobs
-                if members is None:
+                if members is None:  # a line kept from the action before: its pool's jobs (a new list)
                     members = self._members[queue] = {id(j) for j in self.by_queue[queue]}
-                if kept or touched:  # (a new list: searches read the old one)
                     line = [item for item in line if id(item[1]) in members and
                             (touched is None or id(item[1]) not in touched)]
                     for job in (touched or {}).values():
                         if id(job) in members:
-                            _insert_descending(line, (self._key(keys, job), job))
-                    if kept:  # and the pool's jobs the line did not hold: pipelined by the action before (``takes``)
-                        held = {id(j) for _, j in line}
-                        for job in self.by_queue[queue]:
-                            if id(job) not in held:
-                                _insert_descending(line, (self._key(keys, job), job))
+                            self._put(line, job)
+                    # and the pool's jobs the line did not hold: pipelined by the action before (``takes``)
+                    held = {id(j) for _, j in line}
+                    for job in self.by_queue[queue]:
+                        if id(job) not in held:
+                            self._put(line, job)
                     self.lines[queue] = line
+                elif touched:  # in place: the jobs touched taken out where they stood (by the key the line holds
+                    # them with), those of the pool put back by their keys now (every search before this one is over:
+                    # none reads the line any more; it rebuilt the whole line per search after a success)
+                    for job in touched.values():
+                        old = placed.get(id(job))
+                        if old is not None:
+                            _remove_descending(line, old, job)
+                    for job in touched.values():
+                        if id(job) in members:
+                            self._put(line, job)
             out[queue] = line
         return out
+
+    def _put(self, line: list[tuple[JobKey, Job]], job: Job) -> None:
+        """Put ``job`` into ``line`` by its key as it stands, noting the key it is held with (``placed``)."""
+        key = self.placed[id(job)] = self._key(self.keys, job)
+        _insert_descending(line, (key, job))
 
     @staticmethod
     def _key(keys: dict[int, JobKey], job: Job) -> JobKey:
@@ -226,6 +243,19 @@ class Pool:
         return [j for q in self.queues(session, rules, att) for j in self.by_queue[q]]
 
 
+def _remove_descending(line: list[tuple[JobKey, Job]], key: JobKey, job: Job) -> None:
+    """Take ``job``, held with ``key``, out of ``line`` (largest key first, keys unique), if it holds it."""
+    lo, hi = 0, len(line)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if line[mid][0] > key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < len(line) and line[lo][1] is job:
+        del line[lo]
+
+
 def _insert_descending(line: list[tuple[JobKey, Job]], item: tuple[JobKey, Job]) -> None:
     """Put ``item`` into ``line`` (largest key first, keys unique) where a sort would."""
     key = item[0]
@@ -274,7 +304,8 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     searches = 0
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
-    pool = Pool(roles.pool(), keys=roles.keys, lines=roles.lines, touched=roles.touched, ops=len(session.ops))
+    pool = Pool(roles.pool(), keys=roles.keys, lines=roles.lines, touched=roles.touched,
+                placed=roles.placed, ops=len(session.ops))
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -393,6 +424,8 @@ class Roles:
     # queue -> the jobs of its line an operation touched since (``Pool.touched``): the line is brought up to date
     # from them
     touched: dict[str, dict[int, Job]] = field(default_factory=dict)
+    # id(job) -> the key its queue's line holds it with (``Pool.placed``)
+    placed: dict[int, JobKey] = field(default_factory=dict)
     # id(job) -> what the job asks for next (``scenario.request_of``: it works the job's next batch out from its pods;
     # an action's order asked it again of the head of every leaf it read again after a search)
     requests: dict[int, Vec] = field(default_factory=dict)
