@@ -87,10 +87,12 @@ class NodeIndex:
         # a releasing pod lent): free to place on, but not idle (KAI: releasing); given back when that pod is put
         # back on them (a rollback, an unlend, a restore)
         self.held: dict[int, set[int]] = {}
-        # pod key -> (node index, devices) of each pod of ``pods`` that holds GPU devices in the snapshot: only these
+        # pod key -> (node index, devices) where the pod holds GPU devices in the snapshot, or None for a pod that
+        # holds none (placed this cycle, pipelined), for each pod released so far: written at its first release,
+        # which for a pod of the snapshot is from that place (the index accounts it there until then). Only these
         # devices, released by that pod, are ``held`` (not a pod placed this cycle, not a victim on another node or
         # other devices than its own), so that what is held reads the pods' moves, not the path that made them
-        self.homes: dict[str, tuple[int, frozenset[int]]] = _homes(nodes, pods)
+        self.homes: dict[str, tuple[int, frozenset[int]] | None] = {}
         # the shared GPUs' releasing share (KAI's ReleasingSharedGPUsMemory, node_info/gpu_sharing_node_info.go at
         # d5bc503a): node index -> (pod key, devices, share of each) of each releasing shared-GPU pod there that a
         # pipelined pod may count on (``note_releasing``); ``soft_at``: their node and devices; ``soft_away``: those
@@ -247,8 +249,11 @@ class NodeIndex:
         node.used_pods -= 1
         if self.soft_at and pod.key in self.soft_at and self.soft_at[pod.key][0] == node.index:
             self.soft_away.add(pod.key)  # a releasing pod lent to a plan: its share is not there now
-        if devices and self.homes:
-            home = self.homes.get(pod.key)
+        if devices:
+            home = self.homes.get(pod.key, _UNSEEN)
+            if home is _UNSEEN:  # its first release in the cycle: from its place in the snapshot, if it has one
+                home = self.homes[pod.key] = (node.index, frozenset(devices)) \
+                    if pod.status not in _NEW and pod.node == node.name else None
             if home is not None and home[0] == node.index:
                 # a pod of the snapshot leaving its own devices: what it frees there is not idle (a shared one: once
                 # free)
@@ -485,16 +490,4 @@ _PENDING: str = PodStatus.PENDING
 _NEW = frozenset({PodStatus.PENDING, PodStatus.PIPELINED, PodStatus.ALLOCATED})
 
 
-def _homes(nodes: list[Node], pods: Sequence[Pod]) -> dict[str, tuple[int, frozenset[int]]]:
-    """The node (index) and GPU devices of each pod of the snapshot that holds devices on a node of ``nodes`` (not
-    one pipelined there: what it will take is not freed by it)."""
-    homes: dict[str, tuple[int, frozenset[int]]] = {}
-    at: dict[str, int] | None = None
-    for p in pods:
-        if p.devices and p.node is not None and (p.gpu_whole or p.frac_devices) and p.status not in _NEW:
-            if at is None:
-                at = {n.name: n.index for n in nodes}
-            i = at.get(p.node)
-            if i is not None:
-                homes[p.key] = (i, frozenset(p.devices))
-    return homes
+_UNSEEN = (-1, frozenset[int]())  # (``NodeIndex.homes``: a pod not released yet in the cycle)
