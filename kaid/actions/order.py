@@ -119,7 +119,7 @@ class _Level:
     since the level was last read (a job pushed or popped below them); ``version``: the level's version then (the
     parent's, or the roots' summed). A charge below the level bumps its version and that of exactly one child,
     so where the touched children's versions moved by as much as the level's, no other child's did
-    (``ByQueue._changed``). A child never touched has never had a job below it: it is not read at all."""
+    (``ByQueue._moved``). A child never touched has never had a job below it: it is not read at all."""
 
     queues: list[Queue]
     items: dict[str, _Item] = field(default_factory=dict)
@@ -327,7 +327,7 @@ class ByQueue:
         of children, as a scan of them all would find it), ignoring those with no job below them. A level of a few
         children is read by a scan of them all (in CPython a short scan costs less than a heap's upkeep), reading
         again those touched or whose version moved; a wider one reads again only the children that changed since
-        the last time (``_changed``), then the top of its heap. Where keys tie, the tie rule decides (``_compare``,
+        the last time (``_moved``), then the top of its heap. Where keys tie, the tie rule decides (``_compare``,
         ``_tied``)."""
         level = self._levels.get(parent.name if parent is not None else None)
         if level is None:
@@ -357,10 +357,13 @@ class ByQueue:
             return best
         items, heap = level.items, level.heap
         now = parent.version if parent is not None else sum(q.version for q in level.queues)
-        if now != level.version or level.stale:
+        stale = level.stale
+        if now != level.version or stale:
             victims, ranks, read = self.victims, level.ranks, level.read
-            for q in self._changed(level, now):
-                name = q.name
+            if level.version is not None and level.version != now:
+                self._moved(level, now)
+            level.version = now
+            for name, q in stale.items():  # (the children that changed: ``_moved``; reading them touches no level's)
                 read[name] = q
                 key = self._entry(q).key
                 if key is None:
@@ -373,6 +376,7 @@ class ByQueue:
                     heapreplace(heap, item)  # dropped in the same sift (every item of a child read again is stale)
                 else:
                     heappush(heap, item)
+            stale.clear()
             if len(heap) > 2 * len(items) + 8:  # drop the items that no longer stand
                 heap[:] = items.values()
                 heapify(heap)
@@ -389,24 +393,20 @@ class ByQueue:
                 return self._tied(parent, level)  # (nothing below the top's children is less than they are)
         return self._entries[top[2]]
 
-    def _changed(self, level: _Level, now: int) -> list[Queue]:
-        """The children whose entries no longer stand: those touched, and those read before whose version moved
-        (``_Level``); the level is read as of ``now`` (its version)."""
+    def _moved(self, level: _Level, now: int) -> None:
+        """Add to the children touched since the level was last read (``_Level.stale``) those read before whose
+        version moved, where the level's version moved by more than the touched children's did (``_Level``): then
+        every child whose entry no longer stands is in ``stale``. ``now``: the level's version."""
         stale = level.stale
-        if level.version is not None and level.version != now:
-            moved, known, entries = now - level.version, 0, self._entries
-            for name, q in stale.items():
-                e = entries.get(name)
-                if e is not None:
-                    known += q.version - e.version
-            if known != moved:  # charged elsewhere too (or a child touched first since): read every child read
-                for name, q in level.read.items():
-                    if entries[name].version != q.version:
-                        stale[name] = q
-        level.version = now
-        out = list(stale.values())
-        stale.clear()
-        return out
+        moved, known, entries = now - (level.version or 0), 0, self._entries
+        for name, q in stale.items():
+            e = entries.get(name)
+            if e is not None:
+                known += q.version - e.version
+        if known != moved:  # charged elsewhere too (or a child touched first since): read every child read
+            for name, q in level.read.items():
+                if entries[name].version != q.version:
+                    stale[name] = q
 
     def _tied(self, parent: Queue | None, level: _Level) -> _Entry:
         """Where more than one child has the least key: the tie rule decides, by rank where it orders the
