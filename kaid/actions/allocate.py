@@ -193,7 +193,8 @@ def _plan(session: Session, job: Job, batch: list[Pod], within: bytearray | None
         session.alloc_stats.solver_s += plan.solver_s
         session.alloc_stats.solves += plan.solves
         return plan
-    topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
+    topo = gang.Topo(job.required_level, job.preferred_level, tuple(session.snap.topologies.get(job.topology) or ())) \
+        if job.topology is not None else None
     plan = gang.place(batch, session.index, _spread(session, batch), topo, cfg.gangSolver, cfg.solverTimeLimitSeconds,
                       cfg.solverWorkers, within=within)
     session.alloc_stats.solver_s += plan.solver_s

@@ -19,14 +19,15 @@ def constrained(job: Job) -> bool:
     return any(_sub_topo(s) is not None for s in job.subgroups)
 
 
-def _sub_topo(sub: dict[str, object]) -> placement.Topo | None:
+def _sub_topo(sub: dict[str, object], topologies: dict[str, list[str]] | None = None) -> placement.Topo | None:
     """A sub-group's own topology constraint (KAI: one without a topology name is none, topology_plugin's
     getJobTopology), as the placement reads it."""
     tc = sub.get("topologyConstraint")
     if not isinstance(tc, dict) or not tc.get("topology"):
         return None
     required, preferred = tc.get("requiredTopologyLevel"), tc.get("preferredTopologyLevel")
-    return placement.Topo(required, preferred) if required or preferred else None
+    levels = tuple((topologies or {}).get(str(tc["topology"])) or ())
+    return placement.Topo(required, preferred, levels) if required or preferred else None
 
 
 def _above(session: Session, topology: str | None, required: str | None, preferred: str | None) -> tuple[str, ...]:
@@ -45,7 +46,8 @@ def nest(session: Session, job: Job, batch: list[Pod]) -> placement.Nest | None:
     its root; None when none does (the job is placed as one set, ``gang.place``)."""
     if not job.subgroups:
         return None
-    topos = {str(s["name"]): t for s in job.subgroups if (t := _sub_topo(s)) is not None}
+    topologies = session.snap.topologies
+    topos = {str(s["name"]): t for s in job.subgroups if (t := _sub_topo(s, topologies)) is not None}
     if not topos:
         return None
     names = {str(s["name"]): str(s["topologyConstraint"]["topology"]) for s in job.subgroups if str(s["name"]) in topos}
@@ -61,8 +63,9 @@ def nest(session: Session, job: Job, batch: list[Pod]) -> placement.Nest | None:
             name = parent[name]
         return out
 
-    root = placement.Nest(placement.Topo(job.required_level, job.preferred_level) if job.topology is not None else None,
-                     above=_above(session, job.topology, job.required_level, job.preferred_level))
+    own = placement.Topo(job.required_level, job.preferred_level, tuple(topologies.get(job.topology) or ())) \
+        if job.topology is not None else None
+    root = placement.Nest(own, above=_above(session, job.topology, job.required_level, job.preferred_level))
     nests = {name: placement.Nest(topo, above=_above(session, names[name], topo.required, topo.preferred))
              for name, topo in topos.items()}
     for name in parent:  # (in the PodGroup's order of sub-groups)

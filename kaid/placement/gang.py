@@ -18,6 +18,7 @@ from kaid.placement.fewest import fewest_domains
 from kaid.placement.index import Devices, NodeIndex
 from kaid.placement.predicates import room_for
 from kaid.placement.rooms import fewest_nodes
+from kaid.placement.tiers import preferred_tiers
 
 Placements = list[tuple[Pod, Node, Devices]]
 
@@ -28,6 +29,7 @@ class Topo:
 
     required: str | None = None
     preferred: str | None = None
+    levels: tuple[str, ...] = ()  # the topology's level labels, top first (``tiers.preferred_tiers`` sorts its tree)
 
 
 @dataclass(slots=True)
@@ -84,6 +86,12 @@ def _one_by_one(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytear
 
 
 def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> tuple[Placements | None, int]:
+    """``_fill_part``: the plan if it places every pod, else None; and how many it placed."""
+    plan = _fill_part(pods, index, allowed)
+    return (plan if len(plan) == len(pods) else None), len(plan)
+
+
+def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> Placements:
     """``greedy`` for pods of one shape with whole GPUs, binpack, without a tentative change to the index: each
     ``best_node`` choice fills the node it takes until the node qualifies no more, then goes on with the next node in
     the scan. Why: the first choice is the first node (buckets of fewer idle GPUs first, each by index) that
@@ -110,13 +118,13 @@ def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> tuple
                         free = [d for d in range(n.gpus) if used[d] == 0]
                     plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
                     if len(plan) == need:
-                        return plan, need
+                        return plan
                     at += want
                     idle -= want
                     used_cpu += cpu
                     used_mem += mem
                     used_pods += 1
-    return None, len(plan)
+    return plan
 
 
 def node_caps(pod: Pod, index: NodeIndex, allowed: bytearray | None) -> list[tuple[Node, int]]:
@@ -283,14 +291,17 @@ def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None
                 return plan
     if preferred_only:
         return None
-    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, room)
+    tiers = preferred_tiers(pods, index, region, preferred, topo.levels) if preferred and topo else None
+    return _improve(pods, index, spread, region, use_solver, time_limit, workers, result, preferred, room, tiers)
 
 
 def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray | None, use_solver: bool,
              time_limit: float, workers: int, result: GangPlan, preferred: str | None = None,
-             room: tuple[dict[int, int], int] | None = None) -> Placements | None:
-    """Greedy in the region; CP-SAT when greedy fails or uses more nodes (or domains) than needed."""
-    plan, placed = greedy(pods, index, spread, region)
+             room: tuple[dict[int, int], int] | None = None,
+             tiers: list[bytearray] | None = None) -> Placements | None:
+    """Greedy in the region (``tiers``: tier by tier, ``tiered``); CP-SAT when greedy fails or uses more nodes (or
+    domains) than needed."""
+    plan, placed = tiered(pods, index, spread, tiers) if tiers else greedy(pods, index, spread, region)
     result.placed_max = max(result.placed_max, placed)
     if plan is not None:
         result.greedy_nodes = len({n.name for _, n, _ in plan})
@@ -339,6 +350,48 @@ def _improve(pods: list[Pod], index: NodeIndex, spread: bool, region: bytearray 
         return plan
     result.method = method
     return out
+
+
+def tiered(pods: list[Pod], index: NodeIndex, spread: bool, tiers: list[bytearray]) -> tuple[
+        Placements | None, int]:
+    """``_one_by_one`` with each pod's ``best_node`` taken in the first tier (``preferred_tiers``) where one fits:
+    KAI's topology score above the other plugins' (scores.Topology). A tier where a pod found no node has none for
+    the later pods of its shape (each placed pod only takes room), which skip it, unless inter-pod affinity ties
+    them to the pods placed: tiers are scanned about once per pod, not per pod and tier."""
+    tied = linked(pods, index)
+    if not spread and pods[0].gpu_whole and _homogeneous(pods) and not tied and not index.held:
+        # (``greedy``'s ``_fill``, tier by tier: the tiers hold other nodes, so what one took leaves the next as is)
+        filled: Placements = []
+        for tier in tiers:
+            filled += _fill_part(pods[len(filled):], index, tier)
+            if len(filled) == len(pods):
+                return filled, len(filled)
+        return None, len(filled)
+    plan: Placements = []
+    ok = True
+    last = len(pods) - 1
+    start: dict[tuple[object, ...], int] = {}
+    for k, pod in enumerate(pods):
+        shape = (pod.sig, pod.gpu_whole, pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices, pod.cpu, pod.mem)
+        t = 0 if tied else start.get(shape, 0)
+        choice = None
+        while t < len(tiers):
+            choice = index.best_node(pod, spread, tiers[t])
+            if choice is not None:
+                break
+            t += 1
+        start[shape] = t
+        if choice is None:
+            ok = False
+            break
+        node, devs = choice
+        plan.append((pod, node, devs))
+        if k < last:
+            index.assign(node, pod, devs)
+    placed = len(plan)
+    for pod, node, devs in reversed(plan[:last]):
+        index.release(node, pod, devs, planning=True)
+    return (plan if ok else None), placed
 
 
 def _tightest(pod: Pod, need: int, index: NodeIndex, region: bytearray | None) -> Node:
@@ -483,7 +536,8 @@ def _nest_in(nest: Nest, index: NodeIndex, spread: bool, solver: str, time_limit
                 index.assign(node, pod, devs)
             plan.extend(part)
         if ok and nest.pods:
-            own = place(nest.pods, index, spread, Topo(None, preferred), solver, time_limit, workers, within=cand)
+            own = place(nest.pods, index, spread, Topo(None, preferred, nest.topo.levels if nest.topo else ()), solver,
+                        time_limit, workers, within=cand)
             result.solver_s += own.solver_s
             result.solves += own.solves
             result.placed_max = max(result.placed_max, len(plan) + own.placed_max)

@@ -14,6 +14,7 @@ from kaid.model.vocabulary import NodeFailure, PodStatus
 from kaid.placement.podaffinity import PodAffinity, has_terms
 from kaid.placement.predicates import one_device, resource_failure, shared_devices, static_failure, whole_devices
 from kaid.placement.rooms import Misfits, Rooms
+from kaid.placement.tiers import DomainFree
 
 Devices = tuple[int, ...]
 
@@ -68,9 +69,9 @@ class NodeIndex:
     ``by_name``: whether index order is name order (every Snapshot kaid makes sorts its nodes by name), so that the
     first node of a bucket that qualifies is also the first by name."""
 
-    __slots__ = ("_domains", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name", "changed",
-                 "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity", "shared", "soft",
-                 "soft_at", "soft_away")
+    __slots__ = ("_domains", "_free", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name",
+                 "changed", "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity",
+                 "shared", "soft", "soft_at", "soft_away")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None, pods: Sequence[Pod] = ()) -> None:
         self.nodes = nodes
@@ -103,6 +104,7 @@ class NodeIndex:
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
+        self._free: dict[tuple[tuple[str, ...], int], DomainFree] = {}
         self.by_name = all(a.name < b.name for a, b in pairwise(nodes))
         for n in nodes:
             if n.idle > 0:
@@ -152,6 +154,15 @@ class NodeIndex:
                     mask[n.index] = 1
             self._domains[key] = doms
         return doms
+
+    def domain_free(self, levels: tuple[str, ...], depth: int) -> DomainFree:
+        """The free resources per topology domain of ``levels`` down to ``depth`` (``tiers.DomainFree``), up to date."""
+        free = self._free.get((levels, depth))
+        if free is None:
+            free = self._free[(levels, depth)] = DomainFree(self.nodes, levels, depth, len(self.changed))
+        else:
+            free.catch_up(self.nodes, self.changed)
+        return free
 
     def rooms(self, pod: Pod) -> Rooms:
         """How many pods of ``pod``'s shape each node has room for now (whole GPUs or none, no shared GPUs)."""
