@@ -86,3 +86,13 @@ def test_a_releasing_pod_lent_to_a_plan_counts_no_more() -> None:
     assert index.best_node(pods["new"]) == (n0, (0,)) and not index.must_pipeline(n0, pods["new"], (0,))
     index.assign(n0, pods["rel"], pods["rel"].devices)  # given back
     assert index.must_pipeline(n0, pods["new"], (0,))
+
+
+def test_a_gpu_memory_pod_too() -> None:
+    # the same with gpu-memory requests (40,960 MiB of 81,920: a half): pipelined into device 0's group
+    objs = [pod(name, queue="q", node_name="n0" if name != "new" else None, annotations={"gpu-memory": "40960"},
+                labels={"runai-gpu-group": "g0"} if name != "new" else None) for name in ("run", "rel", "new")]
+    objs[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    d = _cycle(objs)
+    assert not d.binds
+    assert [(p.pod, p.node, p.devices) for p in d.pipelined] == [("default/new", "n0", (0,))]
