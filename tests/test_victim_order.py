@@ -45,7 +45,7 @@ def test_victim_order_decides_as_every_victim_pushed(case: Case) -> None:
     longer = [0]
     lined = evictions._victim_order
 
-    def counted(session: Session, lines: Lines) -> tuple[ByQueue, Callable[[Job], None]]:
+    def counted(session: Session, lines: Lines) -> tuple[evictions._VictimOrder, Callable[[Job], None]]:
         listed = {q: list(line) for q, line in lines.items()}
         longer[0] += any(len(pairs) > 1 for pairs in listed.values())
         return lined(session, {q: iter(pairs) for q, pairs in listed.items()})

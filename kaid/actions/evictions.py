@@ -5,6 +5,7 @@ The actions differ only in their ``Rules``: who may evict, whom, and what must h
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -14,7 +15,7 @@ from typing import ClassVar, Protocol
 from kaid.actions import by_node, gangs
 from kaid.actions.carried import Roll
 from kaid.actions.memory import Miss
-from kaid.actions.order import ByQueue, JobKey, job_key
+from kaid.actions.order import JobKey, job_key
 from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, request_of, run, settle, skip_alike
 from kaid.actions.session import Session, Vec, VictimStats
 from kaid.actions.victim_solver import solve
@@ -759,18 +760,72 @@ def rest_of(job: Job, gone: set[int]) -> tuple[JobKey, Vec]:
     return (-job.priority, int(state), job.created, job.key), held
 
 
+class _VictimOrder(Protocol):
+    """What a search reads of its victim order (``ByQueue`` frozen, or ``_OneLine``)."""
+
+    def pop(self) -> Job | None: ...
+
+    def push(self, job: Job, key: JobKey | None = None) -> None: ...
+
+    def push_rest(self, job: Job, key: JobKey, held: Vec) -> None: ...
+
+    def remaining(self) -> list[Job]: ...
+
+
+class _OneLine:
+    """KAI's victim order (``ByQueue``, frozen, victims) where one leaf queue holds every victim: the queues'
+    shares then choose nothing (a level hands out its one child with a job below it), and the order is the leaf's,
+    the largest job key first, each job under the key it was first pushed with (what is left of a victim under the
+    rest's key, ``push_rest``). Most searches of preempt read one queue: the tree's entries were worked out again
+    at every pop to hand out the head of that one leaf."""
+
+    __slots__ = ("jobs", "keys", "known")
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []  # the largest key first
+        self.keys: list[JobKey] = []  # ascending
+        self.known: dict[int, JobKey] = {}  # id(job) -> the key it is handed out under
+
+    def pop(self) -> Job | None:
+        if not self.jobs:
+            return None
+        self.keys.pop()
+        return self.jobs.pop(0)
+
+    def push(self, job: Job, key: JobKey | None = None) -> None:
+        known = self.known.get(id(job))
+        if known is None:
+            assert key is not None
+            known = self.known[id(job)] = key
+        at = bisect_right(self.keys, known)
+        self.keys.insert(at, known)
+        self.jobs.insert(len(self.jobs) - at, job)
+
+    def push_rest(self, job: Job, key: JobKey, held: Vec) -> None:
+        self.known[id(job)] = key
+        self.push(job)
+
+    def remaining(self) -> list[Job]:
+        return list(self.jobs)
+
+
 def _victim_order(session: Session,
-                  lines: dict[str, Iterator[tuple[JobKey, Job]]]) -> tuple[ByQueue, Callable[[Job], None]]:
+                  lines: dict[str, Iterator[tuple[JobKey, Job]]]) -> tuple[_VictimOrder, Callable[[Job], None]]:
     """KAI's victim order (``job_order``, frozen) over the victims of ``lines`` (each queue's, with their
     ``job_key``s, in the order its leaf hands them out: the largest key first), and what to call as each is handed
     out. The order holds only the next victim of each queue, the one after it pushed as it is handed out: a leaf's
     place in the order reads its head alone, so the order hands out what it would with every victim pushed at once,
-    without pushing the many that a search never reaches (it pushed every candidate of the cluster, per search)."""
-    order = job_order(session, [], victims=True, frozen=True)
-    for line in lines.values():
-        first = next(line, None)
-        if first is not None:
-            order.push(first[1], first[0])  # (the order keeps it: frozen)
+    without pushing the many that a search never reaches (it pushed every candidate of the cluster, per search).
+    Where one queue's line holds victims at all, that leaf's order alone (``_OneLine``)."""
+    firsts = [first for line in lines.values() if (first := next(line, None)) is not None]
+    queues = session.snap.queues
+    order: _VictimOrder
+    if len(firsts) == 1 and (leaf := queues.get(firsts[0][1].queue)) is not None and not leaf.children:
+        order = _OneLine()
+    else:
+        order = job_order(session, [], victims=True, frozen=True)
+    for key, job in firsts:
+        order.push(job, key)  # (the order keeps it: frozen)
 
     def handed(victim: Job) -> None:
         following = next(lines[victim.queue], None)
