@@ -32,17 +32,17 @@ class DomainFree:
     nodes and the idle GPUs (milli), free cpu and free memory they have, kept from the index's log of changed
     nodes. Nodes without every level's label are in none (``unlabeled``)."""
 
-    __slots__ = ("_bits", "_filed", "_seen", "leaf_of", "members", "paths", "sums", "unique", "unlabeled")
+    __slots__ = ("_bits", "_cpu", "_gpu", "_mem", "_seen", "leaf_of", "members", "paths", "sums", "unique",
+                 "unlabeled")
 
     def __init__(self, nodes: list[Node], levels: tuple[str, ...], depth: int, seen: int) -> None:
         get = itemgetter(*levels)
         one = len(levels) == 1
         ids: dict[Path, int] = {}
+        seen_values: dict[object, int] = {}  # every level's labels -> the domain (the preferred level's and above)
         self.paths: list[Path] = []
         self.members: list[list[int]] = []  # per domain, its node indexes in order
-        self.sums: list[list[int]] = []  # per domain: idle milli-GPU, free cpu, free memory
-        self.leaf_of = [-1] * len(nodes)
-        self._filed: list[tuple[int, int, int]] = [(0, 0, 0)] * len(nodes)
+        self.leaf_of = leaf_of = [-1] * len(nodes)
         self.unlabeled: list[int] = []
         strays: set[str] = set()
         for i, n in enumerate(nodes):
@@ -54,20 +54,23 @@ class DomainFree:
                 if stray is not None:  # (in the index's mask of that value, outside every domain here)
                     strays.add(stray)
                 continue
-            path: Path = (values,) if one else values[:depth]
-            k = ids.get(path)
+            k = seen_values.get(values)
             if k is None:
-                k = ids[path] = len(self.paths)
-                self.paths.append(path)
-                self.members.append([])
-                self.sums.append([0, 0, 0])
-            self.leaf_of[i] = k
+                path: Path = (values,) if one else values[:depth]
+                k = ids.get(path)
+                if k is None:
+                    k = ids[path] = len(self.paths)
+                    self.paths.append(path)
+                    self.members.append([])
+                seen_values[values] = k
+            leaf_of[i] = k
             self.members[k].append(i)
-            filed = self._filed[i] = (n.idle * 1000, n.alloc_cpu - n.used_cpu, n.alloc_mem - n.used_mem)
-            acc = self.sums[k]
-            acc[0] += filed[0]
-            acc[1] += filed[1]
-            acc[2] += filed[2]
+        # per node, as last read: idle milli-GPU, free cpu, free memory; per domain their sums
+        self._gpu = gpu = [n.idle * 1000 for n in nodes]
+        self._cpu = cpu = [n.alloc_cpu - n.used_cpu for n in nodes]
+        self._mem = mem = [n.alloc_mem - n.used_mem for n in nodes]
+        self.sums = [[sum(map(gpu.__getitem__, m)), sum(map(cpu.__getitem__, m)), sum(map(mem.__getitem__, m))]
+                     for m in self.members]
         # whether a domain's nodes are all the nodes of its preferred-level label value (``NodeIndex.domains``' mask)
         per_value: dict[str, int] = defaultdict(int)
         for path in self.paths:
@@ -94,24 +97,22 @@ class DomainFree:
             return
         fresh = set(changed[self._seen:])
         self._seen = len(changed)
-        leaf_of, filed, sums = self.leaf_of, self._filed, self.sums
+        leaf_of, sums, gpu, cpu, mem = self.leaf_of, self.sums, self._gpu, self._cpu, self._mem
         for i in fresh:
             k = leaf_of[i]
             if k < 0:
                 continue
             n = nodes[i]
-            new = (n.idle * 1000, n.alloc_cpu - n.used_cpu, n.alloc_mem - n.used_mem)
-            old = filed[i]
-            if new != old:
-                filed[i] = new
-                acc = sums[k]
-                acc[0] += new[0] - old[0]
-                acc[1] += new[1] - old[1]
-                acc[2] += new[2] - old[2]
+            g, c, m = n.idle * 1000, n.alloc_cpu - n.used_cpu, n.alloc_mem - n.used_mem
+            acc = sums[k]
+            acc[0] += g - gpu[i]
+            acc[1] += c - cpu[i]
+            acc[2] += m - mem[i]
+            gpu[i], cpu[i], mem[i] = g, c, m
 
     def node_free(self, i: int) -> tuple[int, int, int]:
         """A node's idle milli-GPU, free cpu and free memory as last read (``catch_up``)."""
-        return self._filed[i]
+        return self._gpu[i], self._cpu[i], self._mem[i]
 
 
 def preferred_tiers(pods: list[Pod], index: NodeIndex, region: bytearray | None, preferred: str,
