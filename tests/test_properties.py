@@ -88,7 +88,7 @@ def check_invariants(snap: Snapshot) -> None:
     for n in snap.nodes:
         assert n.used_cpu <= n.alloc_cpu and n.used_mem <= n.alloc_mem and n.used_pods <= n.alloc_pods, n.name
         assert all(0 <= u <= 1000 for u in n.dev_used), (n.name, n.dev_used)
-        assert n.idle == sum(1 for u in n.dev_used if u == 0)
+        assert n.idle == sum(1 for u in n.dev_used[:n.gpus] if u == 0)  # (beyond: ``nodes.beyond``, never idle)
     for job in snap.jobs.values():
         active = sum(1 for p in job.pods if _holds_a_place(p))
         assert active == 0 or active >= min(job.min_member, len(job.pods)), (job.key, active, job.min_member)

@@ -9,6 +9,7 @@ from kaid.api import meta
 from kaid.api.quantity import QuantityError, to_int, to_milli
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import gpu_groups_of, new_gpu_group
+from kaid.model.vocabulary import PodStatus
 
 Obj = dict[str, Any]
 
@@ -71,11 +72,26 @@ def _recorded_free(devices: tuple[int, ...], node: Node) -> bool:
 
 def _occupy_whole(node: Node, pod: Pod) -> None:
     """A whole-GPU pod's devices on a node with GPUs, whatever it recorded."""
-    # the devices it recorded while they are free, then other idle ones, then the recorded ones anyway
-    # and then any (an over-committed node shows as a device above 1000): the total is never lost
+    # the devices it recorded while they are free, then other idle ones; then, for a pipelined pod (accounted after
+    # every other, ``build``), the recorded ones anyway and then any: it waits for those (a device above 1000,
+    # ``cycle.ready_pipelined``), which KAI does not count twice (a pipelined pod takes a releasing GPU, not an idle
+    # one); for any other pod, devices beyond the node's (``beyond``), which KAI counts: the total is never lost
     recorded = [d for d in dict.fromkeys(pod.devices) if 0 <= d < node.gpus]
     wanted = [d for d in recorded if node.dev_used[d] == 0][: pod.gpu_whole]
     idle = [d for d in range(node.gpus) if node.dev_used[d] == 0]
+    if pod.status != PodStatus.PIPELINED:
+        for d in idle:
+            if len(wanted) >= pod.gpu_whole:
+                break
+            if d not in wanted:
+                wanted.append(d)
+        for d in wanted:
+            node.dev_used[d] = 1000
+        node.idle -= len(wanted)
+        while len(wanted) < pod.gpu_whole:
+            wanted.append(beyond(node, 1000))
+        pod.devices = tuple(wanted)
+        return
     for d in [*idle, *recorded]:
         if len(wanted) >= pod.gpu_whole:
             break
@@ -97,6 +113,24 @@ def _occupy_whole(node: Node, pod: Pod) -> None:
     pod.devices = tuple(wanted)
 
 
+def beyond(node: Node, milli: int = 0) -> int:
+    """A device beyond the node's ``gpus``, used ``milli``, for a whole GPU or a shared GPU group of over-committed
+    input that no device of the node is left for: placement never offers it (it reads devices up to ``gpus``), it is
+    never an idle GPU, and while it is used it counts against the node's idle GPUs (``short``)."""
+    node.dev_used.append(milli)
+    node.dev_group.append(None)
+    return len(node.dev_used) - 1
+
+
+def short(node: Node) -> int:
+    """How many GPUs the node's pods hold beyond its devices (``beyond``). KAI's NodeInfo takes one GPU off the node's
+    idle GPUs for every whole GPU and every shared group but a pipelined pod's, whatever the node has (node_info.go
+    addTaskResources, gpu_sharing_node_info.go addSharedGPUTaskResourcesPerPodGroup at d5bc503a): its idle GPUs are
+    ``node.idle - short(node)``, below 0 while the node is over-committed."""
+    used, gpus = node.dev_used, node.gpus
+    return 0 if len(used) == gpus else sum(1 for u in used[gpus:] if u)
+
+
 def _occupy_shared(node: Node, pod: Pod) -> None:
     """Each of a shared-GPU pod's groups on one device: the one the group's other pods are on, else the device
     the pod recorded (a pod without group labels, pipelined, joins the group there), else an idle one."""
@@ -105,7 +139,7 @@ def _occupy_shared(node: Node, pod: Pod) -> None:
     chosen: list[int] = []
     for k in range(pod.frac_devices):
         group = groups[k] if k < len(groups) else None
-        dev = next((d for d in range(node.gpus) if node.dev_group[d] == group), None) if group else None
+        dev = next((d for d, g in enumerate(node.dev_group) if g == group), None) if group else None
         own = pod.devices[k] if k < len(pod.devices) else -1
         if dev is None and 0 <= own < node.gpus and own not in chosen and \
                 node.dev_used[own] + share <= 1000 and (node.dev_group[own] is None or group is None):
@@ -113,8 +147,8 @@ def _occupy_shared(node: Node, pod: Pod) -> None:
         if dev is None:
             dev = next((d for d in range(node.gpus) if node.dev_used[d] == 0 and d not in chosen), None)
         if dev is None:
-            continue  # over-committed node: keep counting cpu/memory, the GPUs are already gone
-        if node.dev_used[dev] == 0:
+            dev = beyond(node)  # an over-committed node: the group holds a GPU the node does not have
+        elif node.dev_used[dev] == 0:
             node.idle -= 1
         node.dev_used[dev] += share
         if node.dev_group[dev] is None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from itertools import pairwise
 
 from kaid.model.journal import Journal
+from kaid.model.nodes import short
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure, PodStatus
@@ -234,6 +235,8 @@ class NodeIndex:
                 if used[d] == 0:
                     taken += 1
                 used[d] += 1000
+            if len(used) > node.gpus:  # (over-committed input: a device beyond the node's is no idle GPU)
+                taken -= sum(1 for d in devices if d >= node.gpus and used[d] == 1000)
             node.idle = old - taken
             # (a device a whole GPU was put on is used 1000 or more: none of them became partly used)
             self._moved(node, old, ())
@@ -242,7 +245,8 @@ class NodeIndex:
             share = pod.device_share(node)
             for k, d in enumerate(devices):
                 if node.dev_used[d] == 0:
-                    node.idle -= 1
+                    if d < node.gpus:  # (a device beyond the node's, over-committed input, is no idle GPU)
+                        node.idle -= 1
                     if node.dev_group[d] is None:
                         node.dev_group[d] = new_gpu_group(node, pod, d, k)
                 node.dev_used[d] += share
@@ -279,7 +283,8 @@ class NodeIndex:
                     used[d] = left
                 else:
                     used[d] = 0
-                    freed += 1
+                    if d < node.gpus:  # (a device beyond the node's, over-committed input, is no idle GPU)
+                        freed += 1
             node.idle = old + freed
         elif pod.frac_devices:
             share = pod.device_share(node)
@@ -288,7 +293,8 @@ class NodeIndex:
                 if node.dev_used[d] <= 0:
                     node.dev_used[d] = 0
                     node.dev_group[d] = None
-                    node.idle += 1
+                    if d < node.gpus:
+                        node.idle += 1
         if not planning:
             self.epoch += 1
         self._moved(node, old, devices if pod.gpu_whole or pod.frac_devices else ())
@@ -301,10 +307,16 @@ class NodeIndex:
                 node.used_mem + pod.mem > node.alloc_mem:
             return False
         if pod.gpu_whole:
-            return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices)
+            used = node.dev_used
+            return len(devices) == pod.gpu_whole and all(used[d] == 0 for d in devices) and \
+                (len(used) == node.gpus or node.idle - short(node) >= pod.gpu_whole)
         if pod.frac_devices:
-            share = pod.device_share(node)
-            return all(node.dev_used[d] + share <= 1000 for d in devices)
+            share, used = pod.device_share(node), node.dev_used
+            # each device taken fresh is an idle GPU, which a node holding GPUs beyond its devices (over-committed
+            # input) has fewer of than free devices (``predicates.shared_devices``)
+            if not all(used[d] + share <= 1000 for d in devices):
+                return False
+            return len(used) == node.gpus or node.idle - short(node) >= sum(1 for d in devices if used[d] == 0)
         return True
 
     def devices_for(self, node: Node, pod: Pod, spread: bool = False) -> Devices | None:

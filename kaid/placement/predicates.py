@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kaid.model.nodes import short
 from kaid.model.objects import Node, Pod
 from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
@@ -59,7 +60,10 @@ def one_device(d: int) -> tuple[int]:
 
 def shared_devices(node: Node, pod: Pod, spread: bool = False) -> tuple[int, ...] | None:
     """Devices for a shared-GPU pod: an existing GPU group with room first (the tightest, or the
-    emptiest when spreading), then an idle device. None when it does not fit."""
+    emptiest when spreading), then an idle device. None when it does not fit, which on an over-committed node (pods
+    holding GPUs beyond its devices, ``nodes.short``) is until its idle GPUs less those, plus the groups with room,
+    are as many as the pod's devices (KAI's ``NodeInfo.isTaskAllocatableOnNonAllocatedResources``, node_info.go:348
+    at d5bc503a)."""
     share = pod.gpu_frac if pod.gpu_frac else node.mem_to_milli(pod.gpu_mem_mib)
     if share > 1000:
         return None
@@ -70,6 +74,8 @@ def shared_devices(node: Node, pod: Pod, spread: bool = False) -> tuple[int, ...
             u = used[d]
             if u > 0 and u + share <= 1000 and (best < 0 or (u < best_used if spread else u > best_used)):
                 best, best_used = d, u
+        if len(used) > node.gpus and node.idle - short(node) < (0 if best >= 0 else 1):  # (over-committed input)
+            return None
         if best >= 0:
             return one_device(best)
         try:
@@ -79,6 +85,8 @@ def shared_devices(node: Node, pod: Pod, spread: bool = False) -> tuple[int, ...
     chosen: list[int] = []
     partial = [d for d in range(node.gpus) if used[d] > 0 and used[d] + share <= 1000]
     partial.sort(key=lambda d: (used[d], d) if spread else (-used[d], d))
+    if node.idle - short(node) < max(0, pod.frac_devices - len(partial)):
+        return None
     idle = [d for d in range(node.gpus) if used[d] == 0]
     for d in partial + idle:
         if len(chosen) == pod.frac_devices:
