@@ -46,9 +46,18 @@ def test_victim_order_decides_as_every_victim_pushed(case: Case) -> None:
     lined = evictions._victim_order
 
     def counted(session: Session, lines: Lines) -> tuple[evictions._VictimOrder, Callable[[Job], None]]:
-        listed = {q: list(line) for q, line in lines.items()}
-        longer[0] += any(len(pairs) > 1 for pairs in listed.values())
-        return lined(session, {q: iter(pairs) for q, pairs in listed.items()})
+        # each line read as the search reads it (listing them at once read every candidate's line to its end: a
+        # search that found nothing then counted, for its explanation, none of the jobs its order had not held)
+        seen = [False]
+
+        def tallied(line: Iterator[tuple[JobKey, Job]]) -> Iterator[tuple[JobKey, Job]]:
+            for n, item in enumerate(line):
+                if n == 1 and not seen[0]:
+                    seen[0] = True
+                    longer[0] += 1
+                yield item
+
+        return lined(session, {q: tallied(line) for q, line in lines.items()})
 
     assert_same_decisions(lambda: decisions_over(case, 4), [(evictions, "_victim_order", counted)],
                           [(evictions, "_victim_order", every_victim), (Pool, "lines_of", fresh_lines)])

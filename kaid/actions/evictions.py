@@ -25,7 +25,7 @@ from kaid.api.meta import format_time
 from kaid.model.jobs import delay_end
 from kaid.model.objects import Job, Node, Pod, Queue, Reason
 from kaid.model.queues import preempt_min_runtime, reclaim_min_runtime
-from kaid.model.vocabulary import PodStatus, ReasonCode
+from kaid.model.vocabulary import EVICTABLE, PodStatus, ReasonCode
 from kaid.placement import gang
 from kaid.placement.index import NodeIndex
 from kaid.placement.predicates import room_for
@@ -475,10 +475,19 @@ class Roles:
                                           dict(roll.keys))
             roles.catch_up(session)
             return roles
-        pods = session.snap.pods
-        waits = PodStatus.PENDING
-        pending = {id(p.job) for p in pods if p.status == waits}  # (id(None) too: no job's)
-        running = {id(p.job) for p in pods if takes(p)}
+        waits, pipelined = PodStatus.PENDING, PodStatus.PIPELINED
+        evictable = EVICTABLE - {waits, pipelined}
+        pending: set[int] = set()  # (id(None) too: no job's)
+        running: set[int] = set()
+        for p in session.snap.pods:  # (one pass, ``takes`` read inline but for a pipelined pod)
+            status = p.status
+            if status == waits:
+                pending.add(id(p.job))
+            elif status in evictable:
+                if not p.releasing:
+                    running.add(id(p.job))
+            elif status == pipelined and takes(p):
+                running.add(id(p.job))
         # (the sets name jobs that neither wait nor are victims too: ``waiting`` and ``pool`` read them for their own)
         # the known leaf queues without errors (a job in a queue the snapshot does not have, or an invalid one,
         # neither waits nor is anyone's victim: kai cannot tell its queue's share)
@@ -721,7 +730,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         """Every unit ``draw`` may hand out, in no set order, without drawing (``Search.census``)."""
         for line in lines.values():
             for _, job in line:
-                if job is att.job or not rules.candidate(session, att, job):
+                if not candidate(job):  # (the streams' test: the lines hold only candidates' queues)
                     continue
                 units = pool.known_units(session, job, rules.action, claimant)[0]
                 for k, unit in enumerate(units):
