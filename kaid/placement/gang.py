@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from kaid.model.objects import Node, Pod
+from kaid.model.vocabulary import PodStatus
 from kaid.placement.cpsat import solve_gang
 from kaid.placement.fewest import fewest_domains
 from kaid.placement.index import Devices, NodeIndex
@@ -58,10 +59,24 @@ def greedy(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray |
         Placements | None, int]:
     """Place pods one by one with the strategy; undo the tentative changes and return the plan. The last pod is
     not accounted: no choice after it would see it (a single pod's plan changes nothing in the index)."""
-    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods) and not linked(pods, index) and \
-            not index.held:  # (``_fill`` reads idle devices alone: not freed ones after idle ones)
-        return _fill(pods, index, allowed)
+    if not spread and len(pods) > 1 and pods[0].gpu_whole and _homogeneous(pods) and not linked(pods, index):
+        held = _held_for(pods, index)
+        if held is not False:
+            return _fill(pods, index, allowed, held)
     return _one_by_one(pods, index, spread, allowed)
+
+
+_PENDING: str = PodStatus.PENDING
+
+
+def _held_for(pods: list[Pod], index: NodeIndex) -> bool | None:
+    """How ``best_node`` places these pods while the index holds devices freed this cycle (``NodeIndex.held``):
+    True, pending pods, idle devices first (``_fill_held``); None, as if none were held (no pod pending, or nothing
+    held); False, some pods pending and some not (``_one_by_one``)."""
+    if not index.held:
+        return None
+    pending = sum(1 for p in pods if p.status == _PENDING)
+    return True if pending == len(pods) else None if pending == 0 else False
 
 
 def _one_by_one(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray | None) -> tuple[
@@ -85,20 +100,67 @@ def _one_by_one(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytear
     return (plan if ok else None), placed
 
 
-def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> tuple[Placements | None, int]:
-    """``_fill_part``: the plan if it places every pod, else None; and how many it placed."""
-    plan = _fill_part(pods, index, allowed)
+def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
+          held: bool | None = None) -> tuple[Placements | None, int]:
+    """``_fill_part`` (``_fill_held`` where ``held``): the plan if it places every pod, else None; and how many it
+    placed."""
+    plan = _fill_held(pods, index, allowed) if held else _fill_part(pods, index, allowed)
     return (plan if len(plan) == len(pods) else None), len(plan)
 
 
-def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> Placements:
+def _fill_held(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> Placements:
+    """``_fill_part`` for pending pods while the index holds devices freed this cycle, as ``best_node`` places them
+    one by one: first on idle devices alone (``NodeIndex._idle_first``: a held node counts the devices not held),
+    filling each node in the scan as ``_fill_part`` does. Once no node has such room (placing pods only takes room, so
+    none has later), the plain choice: only a held node can have room then (any other was filled while it had), so
+    the held nodes with room, fewest idle GPUs first, then by index (the buckets' order), each filled in turn."""
+    plan = _fill_part(pods, index, allowed, index.held)
+    if len(plan) == len(pods):
+        return plan
+    pod = pods[0]
+    want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
+    mask, nodes = index.static_mask(pod), index.nodes
+    took: dict[int, list[int]] = {}  # node index -> the devices the pods placed above took there
+    for _, n, devs in plan:
+        took.setdefault(n.index, []).extend(devs)
+    rooms: list[tuple[int, int, list[int]]] = []
+    for i in index.held:
+        n = nodes[i]
+        if n.idle >= want and mask[i] and (allowed is None or allowed[i]):
+            taken = took.get(i, ())
+            if n.idle - len(taken) >= want:
+                used = n.dev_used
+                free = [d for d in range(n.gpus) if used[d] == 0 and d not in taken]
+                rooms.append((len(free), i, free))
+    rooms.sort()
+    for idle, i, free in rooms:
+        n = nodes[i]
+        placed = len(took.get(i, ())) // want
+        used_cpu, used_mem, used_pods = n.used_cpu + placed * cpu, n.used_mem + placed * mem, n.used_pods + placed
+        at = 0
+        while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
+                used_pods < n.alloc_pods:
+            plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
+            if len(plan) == len(pods):
+                return plan
+            at += want
+            idle -= want
+            used_cpu += cpu
+            used_mem += mem
+            used_pods += 1
+    return plan
+
+
+def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
+               held: dict[int, set[int]] | None = None) -> Placements:
     """``greedy`` for pods of one shape with whole GPUs, binpack, without a tentative change to the index: each
     ``best_node`` choice fills the node it takes until the node qualifies no more, then goes on with the next node in
     the scan. Why: the first choice is the first node (buckets of fewer idle GPUs first, each by index) that
     qualifies; placing a pod there moves it to a bucket scanned before its old one, where every node before it failed
     already and fails still (only the chosen node changed), so the next choice is the same node while it qualifies,
     and then the node after it in the scan (every node before failed). Its devices: ``whole_devices``, the first idle
-    ones, then the next ones (the earlier pods' are used)."""
+    ones, then the next ones (the earlier pods' are used). ``held``: on a node it names, only the devices it does not
+    hold (``_fill_held``)."""
     pod = pods[0]
     want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
     mask, nodes, buckets = index.static_mask(pod), index.nodes, index.buckets
@@ -111,6 +173,10 @@ def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> 
                 used_cpu, used_mem, used_pods, idle = n.used_cpu, n.used_mem, n.used_pods, n.idle
                 free: list[int] | None = None
                 at = 0
+                if held and i in held:  # its idle devices that no pod of the snapshot freed in this cycle
+                    h, used = held[i], n.dev_used
+                    free = [d for d in range(n.gpus) if used[d] == 0 and d not in h]
+                    idle = len(free)
                 while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
                         used_pods < n.alloc_pods:
                     if free is None:
@@ -359,11 +425,13 @@ def tiered(pods: list[Pod], index: NodeIndex, spread: bool, tiers: list[bytearra
     the later pods of its shape (each placed pod only takes room), which skip it, unless inter-pod affinity ties
     them to the pods placed: tiers are scanned about once per pod, not per pod and tier."""
     tied = linked(pods, index)
-    if not spread and pods[0].gpu_whole and _homogeneous(pods) and not tied and not index.held:
+    held = _held_for(pods, index) if not spread and pods[0].gpu_whole and _homogeneous(pods) and not tied else False
+    if held is not False:
         # (``greedy``'s ``_fill``, tier by tier: the tiers hold other nodes, so what one took leaves the next as is)
         filled: Placements = []
         for tier in tiers:
-            filled += _fill_part(pods[len(filled):], index, tier)
+            rest = pods[len(filled):]
+            filled += _fill_held(rest, index, tier) if held else _fill_part(rest, index, tier)
             if len(filled) == len(pods):
                 return filled, len(filled)
         return None, len(filled)

@@ -421,8 +421,11 @@ class NodeIndex:
                     allowed: bytearray | None) -> tuple[Node, Devices] | None:
         """``best_node`` for a whole-GPU pod among the nodes where it fits on devices that are idle, not freed by a
         pod leaving them in this cycle (KAI's nodeavailability plugin: +1000 where the task fits on the node's idle
-        resources, NodeInfo.IsTaskAllocatable, at d5bc503a), on those devices; None when no node has such room."""
+        resources, NodeInfo.IsTaskAllocatable, at d5bc503a), on those devices; when no node has such room, the plain
+        choice (the first node of the scan with room: a held one, as the first other one would have been returned),
+        or None: one scan for both."""
         want, cpu, mem, buckets, nodes, held = pod.gpu_whole, pod.cpu, pod.mem, self.buckets, self.nodes, self.held
+        plain: tuple[Node, Devices] | None = None
         for k in range(self.max_gpus, want - 1, -1) if spread else range(want, self.max_gpus + 1):
             for i in buckets[k]:
                 if (allowed is None or allowed[i]) and mask[i]:
@@ -434,7 +437,9 @@ class NodeIndex:
                         idle = self._true_idle(n)
                         if len(idle) >= want:
                             return n, tuple(idle[:want])
-        return None
+                        if plain is None:
+                            plain = n, whole_devices(n, want)
+        return plain
 
     def best_node(self, pod: Pod, spread: bool = False,
                   allowed: bytearray | None = None) -> tuple[Node, Devices] | None:
@@ -445,9 +450,7 @@ class NodeIndex:
             mask = self.pod_affinity.mask(pod, mask)
         nodes = self.nodes
         if pod.gpu_whole and self.held and pod.status == _PENDING:  # (a victim placed again: kai's rule, below)
-            first = self._idle_first(pod, spread, mask, allowed)
-            if first is not None:
-                return first
+            return self._idle_first(pod, spread, mask, allowed)
         if pod.gpu_whole:
             # the buckets read in place (no generator between): in a region (a rack) most nodes of a bucket are
             # outside it, and more of them the larger the cluster
