@@ -34,7 +34,10 @@ def every_victim(session: Session, lines: Lines) -> tuple[ByQueue, Callable[[Job
 
 
 def fresh_lines(self: Pool, session: Session, rules: Rules, att: Attempt) -> dict[str, list[tuple[JobKey, Job]]]:
-    """The plain reading of a search's lines: each queue's jobs sorted by their keys read afresh."""
+    """The plain reading of a search's lines: each queue's jobs sorted by their keys read afresh; the pool brought up
+    to date first, as ``Pool.lines_of`` does (without it, the units of a job a search before took from stayed the ones
+    made before: a victim's evicted pod was handed out again)."""
+    self._catch_up(session)
     return {q: sorted(((job_key(j), j) for j in self.by_queue[q]), key=itemgetter(0), reverse=True)
             for q in self.queues(session, rules, att)}
 
