@@ -33,11 +33,16 @@ from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
 def plain_fits_exactly(self: NodeIndex, node: Node, pod: Pod, devices: Devices) -> bool:
     if resource_failure(node, pod) in ("TooManyPods", "InsufficientCPU", "InsufficientMemory"):
         return False
+    # a node holding GPUs beyond its devices (over-committed input) has fewer idle GPUs than free devices: each device
+    # taken fresh must be one (KAI's NodeInfo idle count, dbed6b7)
+    kai_idle = node.idle - sum(1 for d in range(node.gpus, len(node.dev_used)) if node.dev_used[d] > 0)
     if pod.gpu_whole:
-        return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices)
+        return len(devices) == pod.gpu_whole and all(node.dev_used[d] == 0 for d in devices) and \
+            kai_idle >= pod.gpu_whole
     if pod.frac_devices:
         share = pod.gpu_milli_on(node) // pod.frac_devices
-        return all(node.dev_used[d] + share <= 1000 for d in devices)
+        return all(node.dev_used[d] + share <= 1000 for d in devices) and \
+            kai_idle >= sum(1 for d in devices if node.dev_used[d] == 0)
     return True
 
 
