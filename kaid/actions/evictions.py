@@ -246,20 +246,18 @@ class Pool:
 
 def _remove_descending(line: list[tuple[JobKey, Job]], key: JobKey, job: Job) -> None:
     """Take ``job``, held with ``key``, out of ``line`` (largest key first, keys unique), if it holds it."""
-    lo, hi = 0, len(line)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if line[mid][0] > key:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < len(line) and line[lo][1] is job:
-        del line[lo]
+    at = _slot_descending(line, key)
+    if at < len(line) and line[at][1] is job:
+        del line[at]
 
 
 def _insert_descending(line: list[tuple[JobKey, Job]], item: tuple[JobKey, Job]) -> None:
     """Put ``item`` into ``line`` (largest key first, keys unique) where a sort would."""
-    key = item[0]
+    line.insert(_slot_descending(line, item[0]), item)
+
+
+def _slot_descending(line: list[tuple[JobKey, Job]], key: JobKey) -> int:
+    """Where ``key`` goes in ``line`` (largest key first): after every larger key."""
     lo, hi = 0, len(line)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -267,7 +265,7 @@ def _insert_descending(line: list[tuple[JobKey, Job]], item: tuple[JobKey, Job])
             lo = mid + 1
         else:
             hi = mid
-    line.insert(lo, item)
+    return lo
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ preferred topology level is tried domain by domain (best fit first) before the w
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kaid.model.objects import Node, Pod
@@ -82,22 +82,7 @@ def _held_for(pods: list[Pod], index: NodeIndex) -> bool | None:
 def _one_by_one(pods: list[Pod], index: NodeIndex, spread: bool, allowed: bytearray | None) -> tuple[
         Placements | None, int]:
     """``greedy``, one ``best_node`` choice per pod, each accounted in the index before the next and all undone."""
-    plan: Placements = []
-    ok = True
-    last = len(pods) - 1
-    for k, pod in enumerate(pods):
-        choice = index.best_node(pod, spread, allowed)
-        if choice is None:
-            ok = False
-            break
-        node, devs = choice
-        plan.append((pod, node, devs))
-        if k < last:
-            index.assign(node, pod, devs)
-    placed = len(plan)
-    for pod, node, devs in reversed(plan[:last]):
-        index.release(node, pod, devs, planning=True)
-    return (plan if ok else None), placed
+    return _in_tiers(pods, index, spread, [allowed], tied=True)
 
 
 def _fill(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
@@ -435,20 +420,29 @@ def tiered(pods: list[Pod], index: NodeIndex, spread: bool, tiers: list[bytearra
             if len(filled) == len(pods):
                 return filled, len(filled)
         return None, len(filled)
+    return _in_tiers(pods, index, spread, tiers, tied)
+
+
+def _in_tiers(pods: list[Pod], index: NodeIndex, spread: bool, tiers: Sequence[bytearray | None],
+              tied: bool) -> tuple[Placements | None, int]:
+    """One ``best_node`` choice per pod, in the first of ``tiers`` where one fits (``tiered``), each accounted in the
+    index before the next and all undone; unless ``tied``, a pod skips the tiers where one of its shape found none."""
     plan: Placements = []
     ok = True
     last = len(pods) - 1
     start: dict[tuple[object, ...], int] = {}
     for k, pod in enumerate(pods):
-        shape = (pod.sig, pod.gpu_whole, pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices, pod.cpu, pod.mem)
-        t = 0 if tied else start.get(shape, 0)
+        shape = None if tied else (pod.sig, pod.gpu_whole, pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices, pod.cpu,
+                                   pod.mem)
+        t = 0 if shape is None else start.get(shape, 0)
         choice = None
         while t < len(tiers):
             choice = index.best_node(pod, spread, tiers[t])
             if choice is not None:
                 break
             t += 1
-        start[shape] = t
+        if shape is not None:
+            start[shape] = t
         if choice is None:
             ok = False
             break
