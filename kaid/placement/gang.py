@@ -103,7 +103,7 @@ def _fill_held(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> 
     if len(plan) == len(pods):
         return plan
     pod = pods[0]
-    want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
+    want = pod.gpu_whole
     mask, nodes = index.static_mask(pod), index.nodes
     took: dict[int, list[int]] = {}  # node index -> the devices the pods placed above took there
     for _, n, devs in plan:
@@ -121,19 +121,29 @@ def _fill_held(pods: list[Pod], index: NodeIndex, allowed: bytearray | None) -> 
     for idle, i, free in rooms:
         n = nodes[i]
         placed = len(took.get(i, ())) // want
-        used_cpu, used_mem, used_pods = n.used_cpu + placed * cpu, n.used_mem + placed * mem, n.used_pods + placed
-        at = 0
-        while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
-                used_pods < n.alloc_pods:
-            plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
-            if len(plan) == len(pods):
-                return plan
-            at += want
-            idle -= want
-            used_cpu += cpu
-            used_mem += mem
-            used_pods += 1
+        if _fill_node(plan, pods, n, free, idle, placed):
+            return plan
     return plan
+
+
+def _fill_node(plan: Placements, pods: list[Pod], n: Node, free: list[int], idle: int, placed: int = 0) -> bool:
+    """Put the next of ``pods`` (one shape, whole GPUs) on ``n`` while it has room, on ``free`` devices in turn
+    (``idle`` of them; ``placed``: pods of the plan on it already, not in the index); whether the plan is whole."""
+    pod = pods[0]
+    want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
+    used_cpu, used_mem, used_pods = n.used_cpu + placed * cpu, n.used_mem + placed * mem, n.used_pods + placed
+    at = 0
+    while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
+            used_pods < n.alloc_pods:
+        plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
+        if len(plan) == len(pods):
+            return True
+        at += want
+        idle -= want
+        used_cpu += cpu
+        used_mem += mem
+        used_pods += 1
+    return False
 
 
 def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
@@ -149,32 +159,23 @@ def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
     pod = pods[0]
     want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
     mask, nodes, buckets = index.static_mask(pod), index.nodes, index.buckets
-    need = len(pods)
     plan: Placements = []
     for k in range(want, index.max_gpus + 1):
         for i in buckets[k]:
             if (allowed is None or allowed[i]) and mask[i]:
                 n = nodes[i]
-                used_cpu, used_mem, used_pods, idle = n.used_cpu, n.used_mem, n.used_pods, n.idle
-                free: list[int] | None = None
-                at = 0
+                used = n.dev_used
                 if held and i in held:  # its idle devices that no pod of the snapshot freed in this cycle
-                    h, used = held[i], n.dev_used
+                    h = held[i]
                     free = [d for d in range(n.gpus) if used[d] == 0 and d not in h]
                     idle = len(free)
-                while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
-                        used_pods < n.alloc_pods:
-                    if free is None:
-                        used = n.dev_used
-                        free = [d for d in range(n.gpus) if used[d] == 0]
-                    plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
-                    if len(plan) == need:
-                        return plan
-                    at += want
-                    idle -= want
-                    used_cpu += cpu
-                    used_mem += mem
-                    used_pods += 1
+                elif n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
+                        n.used_pods < n.alloc_pods:  # (room for one: its free devices read only then)
+                    free, idle = [d for d in range(n.gpus) if used[d] == 0], n.idle
+                else:
+                    continue
+                if _fill_node(plan, pods, n, free, idle):
+                    return plan
     return plan
 
 
