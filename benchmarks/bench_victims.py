@@ -450,16 +450,23 @@ class TryTimer:
 @dataclass
 class RunResult:
     snapshot_s: float
+    snapshot_cpu_s: float
     cycle_s: float
     cycle_cpu_s: float  # CPU time of this process during the cycle: less sensitive to other load
     decisions: Decisions
     tries: list[tuple[str, str, bool, float]]
+
+    @property
+    def cold_cpu_s(self) -> float:
+        """A cold cycle as bench_allocate times it (issue 15): the snapshot built from the objects, then the cycle."""
+        return self.snapshot_cpu_s + self.cycle_cpu_s
 
 
 def run_once(wl: Workload, cfg: SchedulerConfig, time_tries: bool = True) -> RunResult:
     """Build a snapshot from the objects and run one cycle, each timed with perf_counter."""
     gc.collect()
     t0 = time.perf_counter()
+    c0 = time.process_time()
     snap = build_snapshot(wl.objects, cfg, NOW)
     t1 = time.perf_counter()
     c1 = time.process_time()
@@ -471,7 +478,7 @@ def run_once(wl: Workload, cfg: SchedulerConfig, time_tries: bool = True) -> Run
         decisions = run_cycle(snap, cfg)
     t2 = time.perf_counter()
     c2 = time.process_time()
-    return RunResult(t1 - t0, t2 - t1, c2 - c1, decisions, timer.calls)
+    return RunResult(t1 - t0, c1 - c0, t2 - t1, c2 - c1, decisions, timer.calls)
 
 
 def per_job(decisions: Decisions, wl: Workload) -> dict[str, dict[str, Any]]:
@@ -617,6 +624,8 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
     snaps: dict[str, list[float]] = {s: [] for s in SOLVERS}
     cycles: dict[str, list[float]] = {s: [] for s in SOLVERS}
     cycles_cpu: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    cold_cpu: dict[str, list[float]] = {s: [] for s in SOLVERS}
+    alloc_only_cold_cpu: dict[str, list[float]] = {s: [] for s in SOLVERS}
     alloc_only: dict[str, list[float]] = {s: [] for s in SOLVERS}
     tries: dict[str, list[float]] = {s: [] for s in SOLVERS}
     tries_served: dict[str, list[float]] = {s: [] for s in SOLVERS}
@@ -635,6 +644,8 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
             snaps[solver].append(res.snapshot_s)
             cycles[solver].append(res.cycle_s)
             cycles_cpu[solver].append(res.cycle_cpu_s)
+            cold_cpu[solver].append(res.cold_cpu_s)
+            alloc_only_cold_cpu[solver].append(alloc.cold_cpu_s)
             alloc_only[solver].append(alloc.cycle_s)
             tries[solver] += [t for _, _, _, t in res.tries]
             tries_served[solver] += [t for _, _, ok, t in res.tries if ok]
@@ -667,6 +678,8 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
             "snapshot_s": _timing(snaps[solver]),
             "cycle_s": cyc,
             "cycle_cpu_s": _timing(cycles_cpu[solver]),
+            "cold_cycle_cpu_s": _timing(cold_cpu[solver]),
+            "allocate_only_cold_cycle_cpu_s": _timing(alloc_only_cold_cpu[solver]),
             "allocate_only_cycle_s": base,
             "freed_allocate": freed[solver],
             "solver_skipped": skipped[solver],
@@ -696,6 +709,12 @@ def run_benchmark(nodes: int = 1000, reclaimers: int = 40, preemptors: int | Non
                                                   cp["freed_allocate"]["cycle_cpu_s"]["median"]),
         "first_fit_cycle_cpu_vs_freed_allocate_cpu": _ratio(gr["cycle_cpu_s"]["median"],
                                                             gr["freed_allocate"]["cycle_cpu_s"]["median"]),
+        "cold_cycle_cpu_vs_freed_cold_allocate_cpu": _ratio(cp["cold_cycle_cpu_s"]["median"],
+                                                            cp["freed_allocate"]["cold_cycle_cpu_s"]["median"]),
+        "first_fit_cold_cycle_cpu_vs_freed_cold_allocate_cpu": _ratio(
+            gr["cold_cycle_cpu_s"]["median"], gr["freed_allocate"]["cold_cycle_cpu_s"]["median"]),
+        "first_fit_cold_cycle_cpu_vs_cold_allocate_only_cpu": _ratio(
+            gr["cold_cycle_cpu_s"]["median"], gr["allocate_only_cold_cycle_cpu_s"]["median"]),
     }
     if progress and same_state_pass:
         print("  same-state pass (cpsat cycle, first-fit searched and rolled back before each search) ...",
@@ -724,14 +743,16 @@ def freed_allocate(wl: Workload, evicted: set[str], repeat: int) -> dict[str, An
                        in evicted)]
     cut = dataclasses.replace(wl, objects=objects)
     cpu: list[float] = []
+    cold: list[float] = []
     served = 0
     for _ in range(repeat):
         res = run_once(cut, config_for("cpsat", ("allocate",)), time_tries=False)
         cpu.append(res.cycle_cpu_s)
+        cold.append(res.cold_cpu_s)
         placed = {b.job for b in res.decisions.binds}
         served = len(placed & (wl.reclaimers | wl.preemptors))
-    return {"cycle_cpu_s": _timing(cpu), "pods_removed": len(wl.objects) - len(objects),
-            "jobs_served": served}
+    return {"cycle_cpu_s": _timing(cpu), "cold_cycle_cpu_s": _timing(cold),
+            "pods_removed": len(wl.objects) - len(objects), "jobs_served": served}
 
 
 # ========================================================================================= reporting
@@ -824,6 +845,14 @@ def format_report(report: dict[str, Any]) -> str:
         f"{_fmt(gr['freed_allocate']['cycle_cpu_s']['median'])} s): "
         f"cpsat x{_fmt(ratios['cycle_cpu_vs_freed_allocate_cpu'])}, "
         f"first-fit x{_fmt(ratios['first_fit_cycle_cpu_vs_freed_allocate_cpu'])}",
+        f"cold cycles (snapshot built from the objects + the cycle, as bench_allocate's), CPU: every action "
+        f"{_fmt(cp['cold_cycle_cpu_s']['median'])} / {_fmt(gr['cold_cycle_cpu_s']['median'])} s against allocate "
+        f"with the victims already gone {_fmt(cp['freed_allocate']['cold_cycle_cpu_s']['median'])} / "
+        f"{_fmt(gr['freed_allocate']['cold_cycle_cpu_s']['median'])} s: cpsat "
+        f"x{_fmt(ratios['cold_cycle_cpu_vs_freed_cold_allocate_cpu'])}, first-fit "
+        f"x{_fmt(ratios['first_fit_cold_cycle_cpu_vs_freed_cold_allocate_cpu'])}; first-fit against allocate only on "
+        f"the full cluster ({_fmt(gr['allocate_only_cold_cycle_cpu_s']['median'])} s): "
+        f"x{_fmt(ratios['first_fit_cold_cycle_cpu_vs_cold_allocate_only_cpu'])}",
         f"whole cycles, jobs served by both: CP-SAT lost fewer GPU-hours for {cmp_['cpsat_fewer_gpu_hours']}, more "
         f"for {cmp_['cpsat_more_gpu_hours']} (GPU-hours saved: {cmp_['gpu_hours_saved_total']:+g})",
         f"whole cycles, jobs served by both: {cmp_['jobs_both_served']}; CP-SAT evicted fewer GPUs for "

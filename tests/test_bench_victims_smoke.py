@@ -22,8 +22,9 @@ from benchmarks import bench_victims as bench  # noqa: E402
 TINY = ["--nodes", "20", "--reclaimers", "12", "--preemptors", "6", "--repeat", "1", "--seed", "0", "--quiet"]
 
 SOLVER_KEYS = {
-    "snapshot_s", "cycle_s", "cycle_cpu_s", "allocate_only_cycle_s", "eviction_actions_s", "per_decision_s",
-    "victim_search_s", "victim_search_served_s", "victim_searches", "gpus_evicted", "gpus_placed",
+    "snapshot_s", "cycle_s", "cycle_cpu_s", "cold_cycle_cpu_s", "allocate_only_cold_cycle_cpu_s",
+    "allocate_only_cycle_s", "eviction_actions_s", "per_decision_s", "victim_search_s", "victim_search_served_s",
+    "victim_searches", "gpus_evicted", "gpus_placed",
     "evicted_per_placed", "pods_evicted", "jobs_hit", "decisions", "reclaim_decisions", "preempt_decisions",
     "decisions_by_cpsat", "decisions_by_first_fit", "reclaimers_served", "preemptors_served", "gpus_evicted_reclaim",
     "gpus_evicted_preempt", "quality_stable", "slowest_searches", "unserved", "gpu_hours_lost",
@@ -31,7 +32,10 @@ SOLVER_KEYS = {
 }
 RATIO_KEYS = {"cycle_median", "cycle_p99", "per_decision", "victim_search_median", "gpus_evicted", "gpus_placed",
               "evicted_per_placed", "pods_evicted", "jobs_hit", "decisions", "gpu_hours_lost", "jobs_restarted",
-              "gangs_broken", "cycle_vs_allocate_cycle", "first_fit_cycle_vs_allocate_cycle"}
+              "gangs_broken", "cycle_vs_allocate_cycle", "first_fit_cycle_vs_allocate_cycle",
+              "cycle_cpu_vs_freed_allocate_cpu", "first_fit_cycle_cpu_vs_freed_allocate_cpu",
+              "cold_cycle_cpu_vs_freed_cold_allocate_cpu", "first_fit_cold_cycle_cpu_vs_freed_cold_allocate_cpu",
+              "first_fit_cold_cycle_cpu_vs_cold_allocate_only_cpu"}
 COMPARISON_KEYS = {"jobs_both_served", "cpsat_fewer_gpus", "cpsat_more_gpus", "same_gpus", "gpus_saved_total",
                    "only_cpsat_served", "only_first_fit_served", "more", "per_job", "cpsat_fewer_gpu_hours",
                    "cpsat_more_gpu_hours", "gpu_hours_saved_total"}
@@ -53,9 +57,13 @@ def test_report_has_every_key(report: dict[str, Any]) -> None:
     for solver in ("cpsat", "greedy"):
         res = report["results"][solver]
         assert set(res) >= SOLVER_KEYS, SOLVER_KEYS - set(res)
-        for timing in ("snapshot_s", "cycle_s", "cycle_cpu_s", "allocate_only_cycle_s", "eviction_actions_s"):
+        for timing in ("snapshot_s", "cycle_s", "cycle_cpu_s", "cold_cycle_cpu_s", "allocate_only_cold_cycle_cpu_s",
+                       "allocate_only_cycle_s", "eviction_actions_s"):
             assert {"median", "p99", "runs"} <= set(res[timing])
             assert len(res[timing]["runs"]) == 1
+        # a cold cycle is the snapshot build and the cycle: never less than the cycle alone
+        assert res["cold_cycle_cpu_s"]["median"] >= res["cycle_cpu_s"]["median"]
+        assert res["freed_allocate"]["cold_cycle_cpu_s"]["median"] >= res["freed_allocate"]["cycle_cpu_s"]["median"]
     assert set(report["ratios"]) >= RATIO_KEYS
     assert set(report["comparison"]) >= COMPARISON_KEYS
     assert set(report["same_state"]) >= COMPARISON_KEYS | {"available", "cpsat_matches_timed_run"}
