@@ -94,9 +94,10 @@ def _overcommitted(node: Node) -> bool:
             or any(u > 1000 for u in node.dev_used))
 
 
-def ready_pipelined(snap: Snapshot, roll: Roll | None = None) -> list[Pod]:
+def ready_pipelined(snap: Snapshot, roll: Roll | None = None, waits: list[Pod] | None = None) -> list[Pod]:
     """Pipelined pods whose victims are gone: bound now, a whole job at a time (``roll``: the jobs as the cycle
-    began, which names those with a pipelined pod; the jobs whose pods it puts back to pending are told it)."""
+    began, which names those with a pipelined pod; the jobs whose pods it puts back to pending are told it).
+    ``waits`` receives the pipelined pods that stay pipelined (a node of their job still over-committed)."""
     ready: list[Pod] = []
     pipelined = PodStatus.PIPELINED
     if roll is not None:
@@ -121,6 +122,8 @@ def ready_pipelined(snap: Snapshot, roll: Roll | None = None) -> list[Pod]:
             continue
         if all(not _overcommitted(snap.node_by_name[p.node or ""]) for p in waiting):
             ready.extend(waiting)
+        elif waits is not None:
+            waits.extend(waiting)
     return ready
 
 
@@ -141,13 +144,16 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None, ones: dict[str, tup
 
 
 def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
-              on_bind: Callable[[list[Bind]], None] | None = None, memory: SearchMemory | None = None) -> Decisions:
+              on_bind: Callable[[list[Bind]], None] | None = None, memory: SearchMemory | None = None,
+              bind_ready: bool = True) -> Decisions:
     """One cycle. With ``focus`` (a job key) it decides only as much as that job's outcome needs: what
     ``kaictl explain`` uses; the decisions about other jobs are then incomplete. ``on_bind`` receives each
     job's binds as soon as allocate commits them (they are in the Decisions too), so that a daemon can
     start binding while the rest of the cycle decides. ``memory``: the last cycle's ``Decisions.memory`` (or an
     empty ``SearchMemory`` to start one): the victim searches found nothing for in the same world are not
-    repeated, with the same decisions (``kaid.actions.memory``); this cycle's is in ``Decisions.memory``."""
+    repeated, with the same decisions (``kaid.actions.memory``); this cycle's is in ``Decisions.memory``.
+    ``bind_ready=False``: no pipelined pod is bound as the cycle begins, every one waits (KAI's session, which
+    never binds a Pipelined task: the conformance harness's one-action sessions)."""
     compute_fair_share(snap, use_usage=cfg.usage.enabled, k_value=cfg.kValue)
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     recalled = recall(memory, snap, cfg, STUCK_RELEASING_SECONDS) if memory is not None and focus is None else None
@@ -158,8 +164,15 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     roll = None
     if recalled is not None and memory is not None and snap.journal is not None:  # (``kaid.actions.carried``)
         roll = session.roll = Roll.of(snap, memory.carried)
-    for pod in ready_pipelined(snap, roll):
+    waits: list[Pod] = []
+    ready = ready_pipelined(snap, roll, waits)
+    if not bind_ready:
+        waits.extend(ready)
+        ready = []
+    for pod in ready:
         out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
+    if waits:  # their share of a GPU group is not allocated (``NodeIndex.note_waiting``)
+        index.note_waiting(waits)
     for name, action in ACTIONS:
         if name in cfg.actions:
             action(session)

@@ -253,7 +253,8 @@ def _commit(session: Session, job: Job, plan: gang.GangPlan, kind: OpKind) -> bo
     if over is not None:
         session.reasons[job.key] = [over]
         return False
-    if kind == OpKind.ALLOCATE and session.index.soft and _pipelined(session.index, plan.placements):
+    if kind == OpKind.ALLOCATE and (session.index.soft or session.index.waiting) and \
+            _pipelined(session.index, plan.placements):
         kind = OpKind.PIPELINE  # a pod goes where it is pipelined: so is its whole job (KAI's ShouldPipelineJob)
     cp = session.checkpoint()
     for pod, node, devs in plan.placements:
@@ -283,7 +284,7 @@ def _place_one(session: Session, job: Job, batch: list[Pod], within: bytearray |
                                            (pod.gpu_milli_on(node), pod.cpu, pod.mem), job) is not None:
         return None  # (``charged_violation``)
     cp = session.checkpoint()
-    if session.index.soft and session.index.must_pipeline(node, pod, devices):
+    if (session.index.soft or session.index.waiting) and session.index.must_pipeline(node, pod, devices):
         session.pipeline(pod, node, devices, Action.ALLOCATE, None)
     else:
         session.allocate(pod, node, devices)

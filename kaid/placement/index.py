@@ -72,7 +72,7 @@ class NodeIndex:
 
     __slots__ = ("_domains", "_free", "_misfits", "_rooms", "_static", "_static_failures", "buckets", "by_name",
                  "changed", "epoch", "held", "homes", "journal", "max_gpus", "nodes", "partial", "pod_affinity",
-                 "shared", "soft", "soft_at", "soft_away")
+                 "shared", "soft", "soft_at", "soft_away", "waiting")
 
     def __init__(self, nodes: list[Node], journal: Journal | None = None, pods: Sequence[Pod] = ()) -> None:
         self.nodes = nodes
@@ -102,6 +102,11 @@ class NodeIndex:
         self.soft: dict[int, list[tuple[str, frozenset[int], int]]] = {}
         self.soft_at: dict[str, tuple[int, frozenset[int]]] = {}
         self.soft_away: set[str] = set()
+        # the shared-GPU pods pipelined in an earlier cycle that the cycle did not bind as it began (they wait):
+        # node index -> (pod key, devices, share of each). Their share of a GPU group is not allocated (KAI:
+        # addSharedGPUTaskResourcesPerPodGroup leaves a Pipelined pod out of AllocatedSharedGPUsMemory), so a group
+        # held by them alone has no idle room (``must_pipeline``); a key in ``soft_away`` is released from there now
+        self.waiting: dict[int, list[tuple[str, frozenset[int], int]]] = {}
         self._rooms: dict[tuple[int, int, int, str], Rooms] = {}
         self._misfits: dict[tuple[str, int, int, int, int, int, int], Misfits] = {}
         self._domains: dict[str, dict[str, bytearray]] = {}
@@ -263,7 +268,7 @@ class NodeIndex:
         node.used_mem -= pod.mem
         node.used_pods -= 1
         if self.soft_at and pod.key in self.soft_at and self.soft_at[pod.key][0] == node.index:
-            self.soft_away.add(pod.key)  # a releasing pod lent to a plan: its share is not there now
+            self.soft_away.add(pod.key)  # a releasing pod lent to a plan (or a waiting one moved): not there now
         if devices:
             home = self.homes.get(pod.key, _UNSEEN)
             if home is _UNSEEN:  # its first release in the cycle: from its place in the snapshot, if it has one
@@ -365,6 +370,20 @@ class NodeIndex:
                     self.soft.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
                     self.soft_at[p.key] = (i, devs)
 
+    def note_waiting(self, pods: Sequence[Pod]) -> None:
+        """Record the shared-GPU pods of ``pods`` (pipelined in an earlier cycle, not bound as this one began) as
+        waiting on their node's devices: a GPU group that only they hold is not allocated (``must_pipeline``)."""
+        at: dict[str, int] | None = None
+        for p in pods:
+            if p.frac_devices and p.devices and p.node is not None and p.key not in self.soft_at:
+                if at is None:
+                    at = {n.name: n.index for n in self.nodes}
+                i = at.get(p.node)
+                if i is not None:
+                    devs = frozenset(p.devices)
+                    self.waiting.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
+                    self.soft_at[p.key] = (i, devs)  # (``soft_away`` then says when it is not there)
+
     def _releasing(self, i: int, d: int) -> int:
         """What the releasing shared pods of node ``i`` hold of its device ``d`` now."""
         away = self.soft_away
@@ -374,10 +393,21 @@ class NodeIndex:
         """Whether a shared-GPU pod placed on these devices of the node is pipelined, not bound: a device has room
         for it only counting the share its releasing pods hold (KAI: gpu_sharing/gpuSharing.go
         GetNodePreferableGpuForSharing, NodeInfo.EnoughIdleResourcesOnGpu; ``_soft_best`` chose it)."""
-        if not pod.frac_devices or node.index not in self.soft:
+        if not pod.frac_devices:
             return False
-        share, used = pod.device_share(node), node.dev_used
-        return any(used[d] + share > 1000 for d in devices)
+        i, used = node.index, node.dev_used
+        if i in self.soft:
+            share = pod.device_share(node)
+            if any(used[d] + share > 1000 for d in devices):
+                return True
+        if i in self.waiting:
+            # a GPU group that only waiting pipelined pods hold is not allocated: no idle room in it (KAI:
+            # NodeInfo.EnoughIdleResourcesOnGpu, a group missing from AllocatedSharedGPUsMemory)
+            away, waiting = self.soft_away, self.waiting[i]
+            for d in devices:
+                if used[d] > 0 and used[d] <= sum(s for key, devs, s in waiting if d in devs and key not in away):
+                    return True
+        return False
 
     def _soft_best(self, pod: Pod, spread: bool, mask: bytearray,
                    allowed: bytearray | None) -> tuple[tuple[int, int, int], Node, Devices] | None:

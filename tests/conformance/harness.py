@@ -41,7 +41,7 @@ class Run:
         """Run one round and map its end state onto the next round's input."""
         cfg = harness_config(self.scenario)
         snap = build_snapshot(objects(self.scenario, self.state), cfg, T0)
-        decisions = run_cycle(snap, cfg)
+        decisions = run_cycle(snap, cfg, bind_ready=False)  # (KAI's session binds no Pipelined task)
         raw = raw_state(self.state, decisions)
         self.state = {name: mapped(st) for name, st in raw.items()}
         rnd = Round(raw, len(decisions.binds), len(decisions.evictions), len(decisions.pipelined), decisions)

@@ -220,6 +220,9 @@ def _pod(job: JobSpec, task: TaskSpec, st: TaskStatus) -> Obj:
         status = {"phase": FINISHED[st.state]}
         if st.node:
             spec["nodeName"] = st.node
+    elif st.state == TaskState.PIPELINED and st.node:  # kai's pipelined pod: pending, reserved on its node
+        annotations[c.PIPELINED_NODE_ANNOTATION] = st.node
+        annotations[c.PIPELINED_ACTION_ANNOTATION] = "allocate"
     elif st.state != TaskState.PENDING and st.node:
         spec["nodeName"] = st.node
         status = {"phase": "Running", "startTime": iso(st.started if st.started is not None else T0)}
