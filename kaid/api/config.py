@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kaid.api import constants as c
-from kaid.api.crds import validation_message
+from kaid.api.crds import is_label_key, validation_message
 
 Strategy = Literal["binpack", "spread"]
+# the label that puts a node, a queue or a PodGroup in a scheduling shard's partition (KAI's DefaultNodePoolLabelKey)
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # a label value, empty allowed
 
 
 class Action(StrEnum):
@@ -186,6 +190,35 @@ class SchedulerConfig(BaseModel):
     gpuSharing: GpuSharingConfig = GpuSharingConfig()
     webhook: WebhookConfig = WebhookConfig()
     nodeAgent: NodeAgentConfig = NodeAgentConfig()
+    nodePoolLabelKey: str = Field(NODE_POOL_LABEL, description="The label whose value puts a node, a Queue or a "
+                                  "PodGroup in a scheduling shard (KAI's --nodepool-label-key); empty: this scheduler "
+                                  "takes every one, labelled or not.")
+    partitionLabelValue: str = Field("", description="The shard this scheduler serves "
+                                     "(KAI's --partition-label-value): it takes only the nodes, Queues and PodGroups "
+                                     "whose nodePoolLabelKey label has this value; empty: only those without the "
+                                     "label (the default shard).")
+
+    @field_validator("nodePoolLabelKey")
+    @classmethod
+    def _label_key(cls, v: str) -> str:
+        if v and not is_label_key(v):
+            raise ValueError(f"{v!r} is not a label key (such as {NODE_POOL_LABEL}); empty takes every object")
+        return v
+
+    @field_validator("partitionLabelValue")
+    @classmethod
+    def _label_value(cls, v: str) -> str:
+        if not _LABEL_VALUE.fullmatch(v):
+            raise ValueError(f"{v!r} is not a label value: at most 63 letters, digits, '-', '_' or '.', beginning "
+                             "and ending with a letter or digit (empty: the default shard)")
+        return v
+
+    @model_validator(mode="after")
+    def _value_needs_key(self) -> SchedulerConfig:
+        if self.partitionLabelValue and not self.nodePoolLabelKey:
+            raise ValueError(f"partitionLabelValue {self.partitionLabelValue!r} needs a nodePoolLabelKey (such as "
+                             f"{NODE_POOL_LABEL}) to be read from; without one this scheduler takes every object")
+        return self
 
 
 def load_config(path: str | Path | None) -> SchedulerConfig:

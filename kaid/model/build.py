@@ -21,6 +21,7 @@ from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot, own_errors
+from kaid.model.partition import Partition, podgroup_key
 from kaid.model.pods import (
     PodReader,
     annotation_text,
@@ -117,19 +118,25 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     problems: list[ObjectProblem] = []
     pcs = read_priority_classes(inp.priority_classes, problems)
     topologies = read_topologies(inp.topologies, problems)
-    queues = read_queues(inp.queues, problems, cfg.unmentionedQueueResources == "unmanaged")
+    part = Partition(cfg)
+    queues = read_queues([q for q in inp.queues if part.takes(q)] if part.key else inp.queues, problems,
+                         cfg.unmentionedQueueResources == "unmanaged")
     for q in queues.values():
         problems.extend(ObjectProblem("Queue", q.name, None, err) for err in q.errors)
         if usage and q.name in usage:
             q.usage = list(usage[q.name])
-    nodes = sorted((read_node(obj) for obj in inp.nodes), key=lambda n: n.name)
+    nodes = sorted((read_node(obj) for obj in inp.nodes if part.takes(obj)), key=lambda n: n.name)
     node_by_name = {n.name: n for n in nodes}
     jobs: dict[str, Job] = {}
+    foreign: set[str] = set()  # the PodGroups of other shards: their pods are no jobs of this scheduler
     for obj in inp.podgroups:
-        read_podgroup(obj, jobs)
+        if part.takes(obj):
+            read_podgroup(obj, jobs)
+        else:
+            foreign.add(podgroup_key(obj))
     marks: StaleMarks = {}
     pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners,
-                                             marks)
+                                             marks, part, foreign - jobs.keys())
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
     waiting = {p.uid for p in pods if p.status == _PENDING and p.frac_devices}
@@ -145,12 +152,13 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
 
 
 def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name: Mapping[str, Node],
-               jobs: dict[str, Job], wait_for_owners: bool,
-               marks: StaleMarks) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
+               jobs: dict[str, Job], wait_for_owners: bool, marks: StaleMarks, part: Partition,
+               foreign: set[str]) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
     """This scheduler's pods, each in its job; every pod that holds resources on a node, this scheduler's or
     another's (accounted after all are read); and the reservation pods of shared GPUs, which are kai's own: they
     count for nothing but what they hold on their node (no queue's share, no job). ``marks``: the stale marks the
-    pods carry, by job (``StaleMarks``)."""
+    pods carry, by job (``StaleMarks``). A pod of this scheduler's name whose PodGroup is in another shard's partition
+    (``foreign``, ``in_partition``) is read as another scheduler's."""
     pods: list[Pod] = []
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
@@ -160,6 +168,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     pg_key, stale_key = c.POD_GROUP_ANNOTATION, c.STALE_SINCE_ANNOTATION
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
+    check = bool(part.key)  # (a pod that names a PodGroup is in the partition unless another shard's has its name)
     for obj in inp.pods:
         # the object's parts read once for all that is read of the pod here: ``pod_role``, ``read_pod``, then
         # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again
@@ -185,6 +194,11 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 holders.append((1, node, pod))
                 reservations.append((node, pod))
             continue
+        if ours and check and (foreign or not anns.get(pg_key)) and \
+                not in_partition(obj, anns.get(pg_key), pod.namespace, part, foreign, inp.owners):
+            ours = False
+            if not pod.node:
+                continue  # another shard's to place
         rank = place_pod(obj, pod, ours, anns)
         node = node_by_name.get(pod.node) if rank is not None and pod.node else None
         if node is not None and rank is not None:
@@ -222,6 +236,16 @@ _SUCCEEDED: str = PodPhase.SUCCEEDED
 # the stale marks that a job's pods read from their objects carry (``complete_job``): id(job) -> (the latest, how many)
 StaleMarks = dict[int, tuple[float, int]]
 
+
+
+def in_partition(obj: Obj, pg: Any, namespace: str, part: Partition, foreign: set[str], owners: OwnerIndex) -> bool:
+    """Whether one of this scheduler's pods is in its shard: its PodGroup is not another shard's (``foreign``), or,
+    naming none, its workload is in the partition (``Partition.takes_workload``). ``pg``: its PodGroup annotation as
+    read."""
+    pg_name = "" if pg is None else str(pg)
+    if pg_name:
+        return f"{namespace}/{pg_name}" not in foreign
+    return part.takes_workload(obj, owners)
 
 
 def place_pod(obj: Obj, pod: Pod, ours: bool, anns: Obj | None = None) -> int | None:

@@ -1,0 +1,75 @@
+"""Scheduling shards (KAI's node pools): which nodes, Queues and PodGroups one scheduler takes.
+
+A cluster may run several schedulers, each over its own partition: the objects whose label ``nodePoolLabelKey``
+has the value ``partitionLabelValue``; the default shard (an empty value) takes the objects without that label,
+and an empty key takes every object (KAI's ``SchedulingNodePoolParams.GetLabelSelector``,
+pkg/scheduler/conf/scheduler_conf.go:99-118 at d5bc503a). Its lister filters nodes, Queues and PodGroups, never pods
+(cache/cluster_info/data_lister/kubernetes_lister.go:115-135): a pod on a node of the partition holds resources
+there whoever schedules it, and a pod whose PodGroup is out of the partition is no job of this scheduler.
+
+A pod that names no PodGroup is in the partition of the PodGroup KAI's podgrouper would make for it: that has the
+labels of the pod's top owner, and the pod's own node-pool label where the owner has none
+(pkg/podgrouper/pod_controller.go:215-231, addNodePoolLabel)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaid.api import meta
+from kaid.api.config import SchedulerConfig
+from kaid.model.grouping import OwnerIndex, top_owner
+
+Obj = dict[str, Any]
+
+
+class Partition:
+    """The one predicate of a scheduler's shard (``takes``), from its config."""
+
+    __slots__ = ("key", "value")
+
+    def __init__(self, cfg: SchedulerConfig) -> None:
+        self.key = cfg.nodePoolLabelKey
+        self.value = cfg.partitionLabelValue
+
+    def takes_labels(self, labels: Obj) -> bool:
+        """Whether an object with these labels is in the partition."""
+        key = self.key
+        if not key:
+            return True
+        if not self.value:
+            return key not in labels
+        found = labels.get(key)
+        return found is not None and str(found) == self.value
+
+    def takes(self, obj: Obj) -> bool:
+        """Whether a node, a Queue or a PodGroup is in the partition. (Asked of every PodGroup of a cold snapshot:
+        ``meta.labels_of`` inlined.)"""
+        key = self.key
+        if not key:
+            return True
+        m = obj.get("metadata")
+        labels = m.get("labels") if isinstance(m, dict) else None
+        if not isinstance(labels, dict):
+            return not self.value
+        if not self.value:
+            return key not in labels
+        found = labels.get(key)
+        return found is not None and str(found) == self.value
+
+    def takes_workload(self, pod: Obj, owners: OwnerIndex) -> bool:
+        """Whether a pod that names no PodGroup is in the partition: its top owner's node-pool label, else its own
+        (the labels of the PodGroup made for it)."""
+        key = self.key
+        if not key:
+            return True
+        owner = top_owner(pod, owners)[2]
+        labels = meta.labels_of(owner)
+        if key not in labels:
+            labels = meta.labels_of(pod)
+        return self.takes_labels(labels)
+
+
+def podgroup_key(obj: Obj) -> str:
+    """A PodGroup object's key, as its job's (``namespace/name``, ``jobs.read_podgroup``)."""
+    m = meta.meta(obj)
+    return f"{m.get('namespace') or meta.DEFAULT_NAMESPACE}/{m.get('name', '')}"

@@ -1,0 +1,133 @@
+"""Scheduling shards (KAI's node pools, kaid.model.partition): a scheduler takes only its partition's nodes, Queues
+and PodGroups; pods are read whatever their shard, for what they hold on the partition's nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaid.api.config import NODE_POOL_LABEL, SchedulerConfig, load_config
+from kaid.cycle import Decisions, run_cycle
+from kaid.model.build import build_snapshot
+from kaid.model.objects import Snapshot
+from tests.objects import node, pod, podgroup, queue
+
+Obj = dict[str, Any]
+
+
+def pooled(obj: Obj, pool: str) -> Obj:
+    """The object labelled for shard ``pool``."""
+    obj["metadata"].setdefault("labels", {})[NODE_POOL_LABEL] = pool
+    return obj
+
+
+def config(**settings: Any) -> SchedulerConfig:
+    return SchedulerConfig.model_validate({"actions": ["allocate"], **settings})
+
+
+def snap(objs: list[Obj], **settings: Any) -> Snapshot:
+    return build_snapshot(objs, config(**settings), 0.0)
+
+
+def cycle(objs: list[Obj], **settings: Any) -> Decisions:
+    cfg = config(**settings)
+    return run_cycle(build_snapshot(objs, cfg, 0.0), cfg)
+
+
+def where(d: Decisions) -> dict[str, str]:
+    return {b.pod.split("/")[1]: b.node for b in d.binds}
+
+
+def two_shards() -> list[Obj]:
+    """Shard a: node a1, queues pa > qa, job ja; the default shard: node d1, queue qd, job jd."""
+    return [pooled(node("a1", gpus=4), "a"), node("d1", gpus=4),
+            pooled(queue("pa"), "a"), pooled(queue("qa", parent="pa"), "a"), queue("qd"),
+            pooled(podgroup("ja", "qa"), "a"), pod("ja-0", gpus=1, group="ja"),
+            podgroup("jd", "qd"), pod("jd-0", gpus=1, group="jd")]
+
+
+def test_default_shard_leaves_labelled_nodes_alone() -> None:
+    objs = [pooled(node("pool-x", gpus=8), "x"), queue("q"), podgroup("j", "q"), pod("j-0", gpus=1, group="j")]
+    d = cycle(objs)
+    assert d.binds == []  # (on a scheduler that takes every node: bound to pool-x)
+    objs.append(node("plain", gpus=1))
+    assert where(cycle(objs)) == {"j-0": "plain"}
+
+
+def test_each_shard_sees_only_its_partition() -> None:
+    objs = two_shards()
+    a = snap(objs, partitionLabelValue="a")
+    assert [n.name for n in a.nodes] == ["a1"]
+    assert sorted(a.queues) == ["pa", "qa"]
+    assert list(a.jobs) == ["default/ja"]
+    assert [p.name for p in a.pods] == ["ja-0"]
+    default = snap(objs)
+    assert [n.name for n in default.nodes] == ["d1"]
+    assert sorted(default.queues) == ["qd"]
+    assert list(default.jobs) == ["default/jd"]
+    assert where(cycle(objs, partitionLabelValue="a")) == {"ja-0": "a1"}
+    assert where(cycle(objs)) == {"jd-0": "d1"}
+
+
+def test_no_key_takes_everything() -> None:
+    s = snap(two_shards(), nodePoolLabelKey="")
+    assert [n.name for n in s.nodes] == ["a1", "d1"]
+    assert sorted(s.queues) == ["pa", "qa", "qd"]
+    assert sorted(s.jobs) == ["default/ja", "default/jd"]
+
+
+def test_other_key() -> None:
+    objs = [node("n1", labels={"pool": "p"}), node("n2"), pooled(node("n3"), "p")]
+    assert [n.name for n in snap(objs, nodePoolLabelKey="pool", partitionLabelValue="p").nodes] == ["n1"]
+    assert [n.name for n in snap(objs, nodePoolLabelKey="pool").nodes] == ["n2", "n3"]
+
+
+def test_another_shards_pod_on_a_kept_node_is_usage_not_a_job() -> None:
+    # jr: the default shard's job, running on shard a's node (placed before the node was labelled)
+    objs = [*two_shards(), podgroup("jr", "qd"), pod("jr-0", gpus=3, group="jr", node_name="a1")]
+    a = snap(objs, partitionLabelValue="a")
+    assert "default/jr" not in a.jobs and "jr-0" not in [p.name for p in a.pods]
+    assert a.node_by_name["a1"].idle == 1  # 4 GPUs, 3 held by jr-0
+    assert where(cycle(objs, partitionLabelValue="a")) == {"ja-0": "a1"}
+    objs[6]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"  # ja-0 asks 2: no room
+    assert cycle(objs, partitionLabelValue="a").binds == []
+    default = snap(objs)
+    assert "default/jr" in default.jobs  # its own job, on a node it does not have
+
+
+def test_pods_without_a_podgroup_follow_their_workload() -> None:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "w", "namespace": "default", "uid": "u1",
+                                                                  "labels": {NODE_POOL_LABEL: "a"}}, "spec": {}}
+    ref = [{"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "u1", "controller": True}]
+    objs = [*two_shards(), owner,
+            pod("w-0", gpus=1, queue="qa", ownerReferences=ref),  # the Job's label decides
+            pooled(pod("bare", gpus=1, queue="qa"), "a"),  # no owner: its own label
+            pod("plain", gpus=1, queue="qd")]
+    objs[-3]["metadata"]["ownerReferences"] = objs[-3]["spec"].pop("ownerReferences")
+    a = snap(objs, partitionLabelValue="a")
+    assert sorted(a.jobs) == ["default/ja", "default/pg-job-w", "default/pg-pod-bare"]
+    default = snap(objs)
+    assert sorted(default.jobs) == ["default/jd", "default/pg-pod-plain"]
+    objs[-3]["metadata"]["labels"][NODE_POOL_LABEL] = "b"  # the pod's own label counts only where the owner has none
+    assert "default/pg-job-w" in snap(objs, partitionLabelValue="a").jobs
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("nodePoolLabelKey: 'not a key!'\n", "'not a key!' is not a label key"),
+    ("partitionLabelValue: gpu pool\n", "'gpu pool' is not a label value"),
+    ("partitionLabelValue: -x\n", "'-x' is not a label value"),
+    ("nodePoolLabelKey: ''\npartitionLabelValue: x\n", "needs a nodePoolLabelKey"),
+])
+def test_bad_partition_settings_are_named(tmp_path: Path, text: str, words: str) -> None:
+    f = tmp_path / "config.yaml"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=words):
+        load_config(f)
+
+
+def test_partition_settings_read() -> None:
+    cfg = SchedulerConfig.model_validate({"nodePoolLabelKey": "example.com/pool", "partitionLabelValue": "gpu.a_1"})
+    assert (cfg.nodePoolLabelKey, cfg.partitionLabelValue) == ("example.com/pool", "gpu.a_1")
+    assert (SchedulerConfig().nodePoolLabelKey, SchedulerConfig().partitionLabelValue) == (NODE_POOL_LABEL, "")
