@@ -97,9 +97,9 @@ def check_roles(monkeypatch: pytest.MonkeyPatch) -> None:
     real_waiting = scenario.waiting_in
 
     def waiting_in(session: Session, att: scenario.Attempt, queue: str) -> list[Job]:
-        waits = scenario.pending_now(session)  # (the roles' view, as a scenario reads it)
-        assert [j.key for j in session.snap.jobs.values() if waits(j)] == \
-            [j.key for j in session.snap.jobs.values() if any(p.status == PodStatus.PENDING for p in j.pods)]
+        for q in {j.queue for j in session.snap.jobs.values()}:  # (the roles' view, as a scenario reads it)
+            assert [j.key for j in scenario._pending_in(session, q)] == [j.key for j in session.jobs_in(q)
+                                                                         if not j.errors and _has_pending(j)]
         return real_waiting(session, att, queue)
 
     monkeypatch.setattr(scenario, "waiting_in", waiting_in)
@@ -267,9 +267,13 @@ def test_the_roles_view_reads_the_jobs_of_the_operations_since() -> None:
     session = Session(snap, NodeIndex(snap.nodes, snap.journal), cfg)
     roles = Roles.of(session)
     job = snap.jobs["default/w"]
-    assert scenario.pending_now(session)(job) and id(job) in roles.pending
+    assert scenario._pending_in(session, "a") == [job] and id(job) in roles.pending
     start = session.checkpoint()
     session.allocate(job.pods[0], snap.nodes[0], (0,))
-    assert not scenario.pending_now(session)(job)
+    assert scenario._pending_in(session, "a") == []
     session.rollback(start)
-    assert scenario.pending_now(session)(job)
+    assert scenario._pending_in(session, "a") == [job]
+
+
+def _has_pending(job: Job) -> bool:
+    return any(p.status == PodStatus.PENDING for p in job.pods)

@@ -114,6 +114,10 @@ class Session:
     _fixed: dict[str, object] = field(default_factory=dict, init=False, repr=False)
     _releasing: list[Pod] | None = field(default=None, init=False, repr=False)
     _by_queue: dict[str, list[Job]] | None = field(default=None, init=False, repr=False)
+    _places: dict[str, dict[int, int]] = field(default_factory=dict, init=False, repr=False)  # ``places``
+    # id(job) -> the pods of a job of one pod set in task order (``scenario.tasks``): a pod's task key and a job's pods
+    # stay put in a cycle
+    task_orders: dict[int, list[Pod]] = field(default_factory=dict, init=False, repr=False)
     _evicts: dict[int, list[Op]] = field(default_factory=dict, init=False, repr=False)  # id(pod) -> its EVICT ops
     # the snapshot's record of what the cycle changes on objects it shares with a live model (``kaid.model.journal``)
     _journal: Journal | None = field(default=None, init=False, repr=False)
@@ -140,6 +144,13 @@ class Session:
             for job in self.snap.jobs.values():
                 self._by_queue.setdefault(job.queue, []).append(job)
         return self._by_queue.get(queue, [])
+
+    def places(self, queue: str) -> dict[int, int]:
+        """id(job) -> its index in ``jobs_in(queue)`` (made once per queue)."""
+        at = self._places.get(queue)
+        if at is None:
+            at = self._places[queue] = {id(job): i for i, job in enumerate(self.jobs_in(queue))}
+        return at
 
     @property
     def ref(self) -> Node | None:
