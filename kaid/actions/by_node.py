@@ -419,6 +419,9 @@ def feasible_nodes(session: Session, att: Attempt) -> bytearray | None:
     return mask
 
 
+_EVERY_NODE = object()  # ``GpuRoom.kind`` where the room reads every node (no mask)
+
+
 class GpuRoom:
     """Whole GPUs a scenario could make room with, by node: the idle ones and those the releasing pods hold on the
     nodes the job may use, plus what the victims hold there (a shared device counted as if its other pods went too).
@@ -444,15 +447,17 @@ class GpuRoom:
             if n is not None and (self.mask is None or self.mask[n.index]):
                 self.base[n.index] = self.base.get(n.index, 0) + p.gpu_whole + p.frac_devices
         self.total = sum(self._pods(g) for g in self.base.values())
-        self.cells: dict[int, list[tuple[int, int]]] = {}  # id(unit) -> (node index, GPUs) its pods free (``of``)
+        self.kind: object = _EVERY_NODE if self.mask is None else self.mask  # (what ``of``'s answers are kept under)
 
     def of(self, unit: Unit) -> list[tuple[int, int]]:
         """The whole GPUs (a shared device's share counted whole) each pod of ``unit`` holds on a node the job may
-        use, by node index, in pod order: worked out once per unit and search (a unit is tallied once per partial job
-        and per simulation it is a victim in)."""
-        cells = self.cells.get(id(unit))
-        if cells is None:
-            cells = self.cells[id(unit)] = []
+        use, by node index, in pod order: worked out once per unit and node mask (kept in the unit: a unit is tallied
+        once per partial job and per simulation it is a victim in, and by every vain check's census; the unit stands
+        while no operation touches its job, so its pods' nodes are those every search found: ``home``)."""
+        cells = unit.cells
+        if cells is None or unit.cells_mask is not self.kind:
+            cells = unit.cells = []
+            unit.cells_mask = self.kind
             nodes, home, mask = self.nodes, self.home, self.mask
             for p in unit.pods:
                 gpus = p.gpu_whole + p.frac_devices

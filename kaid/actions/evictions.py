@@ -15,8 +15,19 @@ from typing import ClassVar, Protocol
 from kaid.actions import by_node, gangs
 from kaid.actions.carried import Roll
 from kaid.actions.memory import Miss
-from kaid.actions.order import JobKey, job_key
-from kaid.actions.scenario import Attempt, Outcome, attempt_for, evict, job_order, request_of, run, settle, skip_alike
+from kaid.actions.order import ByQueue, JobKey, QueueRules, job_key
+from kaid.actions.scenario import (
+    Attempt,
+    Outcome,
+    attempt_for,
+    evict,
+    held_by,
+    job_order,
+    request_of,
+    run,
+    settle,
+    skip_alike,
+)
 from kaid.actions.session import Session, Vec, VictimStats
 from kaid.actions.victim_solver import solve
 from kaid.actions.victims import Search, Unit, add_budgets, budget_ok, count_units, link, part_of, takes, units_of
@@ -100,7 +111,10 @@ class Pool:
     # id(job) -> the key its queue's line holds it with (the session's: ``Roles.placed``; an operation on the job
     # drops its ``keys`` entry, and the line is brought up to date by finding it under the old one)
     placed: dict[int, JobKey] = field(default_factory=dict)
-    ops: int = 0  # len(session.ops) when ``units`` and ``keys`` were last brought up to date
+    # id(job) -> what it holds (``scenario.held_by``; it reads the job's pods), as for ``keys`` (the session's:
+    # ``Roles.held``)
+    held: dict[int, Vec] = field(default_factory=dict)
+    ops: int = 0  # len(session.ops) when ``units``, ``keys`` and ``held`` were last brought up to date
     _members: dict[str, set[int]] = field(default_factory=dict)  # queue -> id(job) of its jobs in ``jobs``
     # (queue, action, claimant's queue) -> ``min_runtime``
     _min_runtime: dict[tuple[str, str, str], float] = field(default_factory=dict)
@@ -117,6 +131,7 @@ class Pool:
                 if op.pod.job is not None:
                     self.units.pop(id(op.pod.job), None)
                     self.keys.pop(id(op.pod.job), None)
+                    self.held.pop(id(op.pod.job), None)
                     self.touched.setdefault(op.pod.job.queue, {})[id(op.pod.job)] = op.pod.job
             self.ops = len(session.ops)
 
@@ -304,7 +319,7 @@ def evict_for_pending(session: Session, rules: Rules) -> None:
     failed: set[tuple[object, ...]] = set()
     session.scenarios_left = session.cfg.maxVictimScenarios
     pool = Pool(roles.pool(), keys=roles.keys, lines=roles.lines, touched=roles.touched,
-                placed=roles.placed, ops=len(session.ops))
+                placed=roles.placed, held=roles.held, ops=len(session.ops))
     while (job := order.pop()) is not None:
         if searches >= session.cfg.maxVictimSearches or session.scenarios_left <= 0:
             break
@@ -428,6 +443,13 @@ class Roles:
     # id(job) -> what the job asks for next (``scenario.request_of``: it works the job's next batch out from its pods;
     # an action's order asked it again of the head of every leaf it read again after a search)
     requests: dict[int, Vec] = field(default_factory=dict)
+    # id(job) -> what it holds (``Pool.held``: each search's victim order read it again for every job it reached)
+    held: dict[int, Vec] = field(default_factory=dict)
+    # what the victim orders' queue rules read of the queues (``ByQueue._caps``, ``_rules``, ``_ties``): fixed in a
+    # cycle, worked out once for every search of every action (each search's order worked them out again)
+    caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    rules: dict[str, QueueRules] = field(default_factory=dict)
+    ties: dict[tuple[str, str], int] = field(default_factory=dict)
     _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
     _pool: list[Job] | None = None  # ``pool()``, while no job's pods moved
 
@@ -451,6 +473,7 @@ class Roles:
         for key, job in moved.items():
             self.keys.pop(key, None)
             self.requests.pop(key, None)
+            self.held.pop(key, None)
             self.touched.setdefault(job.queue, {})[key] = job
             if _has_pending(job):
                 self.pending.add(key)
@@ -829,8 +852,19 @@ def _victim_order(session: Session,
     order: _VictimOrder
     if len(firsts) == 1 and (leaf := queues.get(firsts[0][1].queue)) is not None and not leaf.children:
         order = _OneLine()
-    else:
-        order = job_order(session, [], victims=True, frozen=True)
+    else:  # (``job_order``'s, frozen, with what the session's orders read of the queues and the victims kept)
+        roles = session.roles
+        assert isinstance(roles, Roles)
+        known = roles.held
+
+        def held(job: Job) -> Vec:
+            value = known.get(id(job))
+            if value is None:
+                value = known[id(job)] = held_by(job)
+            return value
+
+        order = ByQueue(queues, session.total, _asks_nothing, held, victims=True, frozen=True, _caps=roles.caps,
+                        _rules=roles.rules, _ties=roles.ties)
     for key, job in firsts:
         order.push(job, key)  # (the order keeps it: frozen)
 
@@ -840,6 +874,11 @@ def _victim_order(session: Session,
             order.push(following[1], following[0])
 
     return order, handed
+
+
+def _asks_nothing(job: Job) -> Vec:
+    """What a victim order asks of a job's request: nothing (it reads what the victims hold)."""
+    raise AssertionError("a victim order reads what its jobs hold, not what they ask for")
 
 
 def _whole(session: Session, rules: Rules, att: Attempt, search: Search) -> None:

@@ -106,6 +106,7 @@ Key = tuple[int, int, int, int, float, float]
 # unlimited), whether it has nothing allocatable, its priority, and whether it counts its dominant share against
 # something of every resource (none is 0: then it has something allocatable of every resource)
 _Rules = tuple[float, float, float, int, int, int, int, int, int, bool, bool, bool, int, bool]
+QueueRules = _Rules  # (for an owner of orders that shares them: ``ByQueue._rules``)
 _Item = tuple[Key, int, str]  # (a child's key, negated for victims; its tie rank, 0 until ranked; its name)
 
 

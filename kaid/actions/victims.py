@@ -40,6 +40,10 @@ class Unit:
     at: float = 0.0  # the clock ``lost`` was measured at
     level: int = 0  # cost rank: (priority, core after elastic) ascending
     prev: int | None = None  # index of the job's unit that must go before this one
+    # ``by_node.GpuRoom.of``'s answer for the unit and the node mask it was worked out with (a unit stands while no
+    # operation touches its job, so its pods stay on their nodes: the census of every vain check read them again)
+    cells: list[tuple[int, int]] | None = None
+    cells_mask: object = None
 
 
 @dataclass(slots=True)
