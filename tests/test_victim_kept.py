@@ -14,12 +14,12 @@ from hypothesis import event, given
 
 from benchmarks import bench_victims
 from kaid.actions import by_node, evictions
-from kaid.actions.order import ByQueue, Vec
+from kaid.actions.order import ByQueue, QueueRules, Vec, VictimTree
 from kaid.actions.scenario import attempt_for, held_by
 from kaid.actions.victims import Unit, units_of
 from kaid.cycle import run_cycle
 from kaid.model.build import build_snapshot
-from kaid.model.objects import Job
+from kaid.model.objects import Job, Queue
 from tests.objects import node, pod, podgroup, queue
 from tests.sessions import pod_named, session_of
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
@@ -34,24 +34,38 @@ def _checked(run: Callable[[], object]) -> Counter[str]:
 
     read: set[int] = set()  # id(job) of the jobs an order read what they hold of (ids may repeat across cycles)
 
+    def checked_held(kept: Callable[[Job], Vec]) -> Callable[[Job], Vec]:
+        def held(job: Job) -> Vec:
+            value = kept(job)
+            assert value == held_by(job), job.key
+            seen["held"] += id(job) in read
+            read.add(id(job))
+            return value
+
+        return held
+
+    def check_rules(queues: dict[str, Queue], total: Vec, rules: dict[str, QueueRules],
+                    caps: dict[str, tuple[int, int, int]]) -> None:
+        plain = ByQueue(queues, total, held_by, held_by, victims=True, frozen=True)
+        for name in rules:
+            seen["rules"] += 1
+            assert rules[name] == plain._rules_of(queues[name]), name
+            assert caps[name] == plain._caps[name], name
+
     class Checked(ByQueue):
         def __post_init__(self) -> None:
-            kept = self.held
-
-            def held(job: Job) -> Vec:
-                value = kept(job)
-                assert value == held_by(job), job.key
-                seen["held"] += id(job) in read
-                read.add(id(job))
-                return value
-
-            self.held = held
+            self.held = checked_held(self.held)
             super().__post_init__()
-            plain = ByQueue(self.queues, self.total, self.request, held_by, victims=True, frozen=True)
-            for name in self._rules:
-                seen["rules"] += 1
-                assert self._rules[name] == plain._rules_of(self.queues[name]), name
-                assert self._caps[name] == plain._caps[name], name
+            check_rules(self.queues, self.total, self._rules, self._caps)
+
+    class CheckedTree(VictimTree):
+        __slots__ = ()
+
+        def __init__(self, queues: dict[str, Queue], total: Vec, held: Callable[[Job], Vec],
+                     caps: dict[str, tuple[int, int, int]], rules: dict[str, QueueRules],
+                     ties: dict[tuple[str, str], int]) -> None:
+            super().__init__(queues, total, checked_held(held), caps, rules, ties)
+            check_rules(queues, total, rules, caps)
 
     def of(room: by_node.GpuRoom, unit: Unit) -> list[tuple[int, int]]:
         kept = unit.cells is not None and unit.cells_mask is room.kind
@@ -66,6 +80,7 @@ def _checked(run: Callable[[], object]) -> Counter[str]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evictions, "ByQueue", Checked)
+        mp.setattr(evictions, "VictimTree", CheckedTree)
         mp.setattr(by_node.GpuRoom, "of", of)
         run()
     return seen

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import event, given
 
 from kaid.actions import evictions
-from kaid.actions.order import ByQueue, JobKey, job_key
+from kaid.actions.order import ByQueue, JobKey, VictimTree, job_key
 from kaid.actions.scenario import held_by
 from kaid.actions.session import Vec
 from kaid.model.objects import Job
@@ -41,9 +41,16 @@ def test_the_rest_of_a_victim_is_keyed_as_a_clone_of_it(case: Case) -> None:
         push_rest(self, job, key, held)
         assert self.held(job) == held and self._job_keys[id(job)] == key  # what the order reads of it from now on
 
+    tree_push_rest = VictimTree.push_rest
+
+    def tree_pushed(self: VictimTree, job: Job, key: JobKey, held: Vec) -> None:
+        tree_push_rest(self, job, key, held)
+        assert self._held_of(job) == held and self._job_keys[id(job)] == key
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evictions, "rest_of", checked)
         mp.setattr(ByQueue, "push_rest", pushed)
+        mp.setattr(VictimTree, "push_rest", tree_pushed)
         decisions_over(case, 3)
     event(f"rest pushed back with another elastic state: {'some' if seen['state'] else 'none'}")
     event(f"with the same: {'some' if seen['same'] else 'none'}")

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol
 from kaid.actions import by_node, gangs
 from kaid.actions.carried import Roll
 from kaid.actions.memory import Miss
-from kaid.actions.order import ByQueue, JobKey, QueueRules, job_key
+from kaid.actions.order import ByQueue, JobKey, QueueRules, VictimTree, job_key, scanned
 from kaid.actions.scenario import (
     Attempt,
     Outcome,
@@ -450,6 +450,7 @@ class Roles:
     caps: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     rules: dict[str, QueueRules] = field(default_factory=dict)
     ties: dict[tuple[str, str], int] = field(default_factory=dict)
+    scanned: bool | None = None  # ``order.scanned`` of the cycle's queues (None: not read yet)
     _waiting: list[Job] | None = None  # ``waiting()``, while no job's pods moved
     _pool: list[Job] | None = None  # ``pool()``, while no job's pods moved
 
@@ -863,8 +864,13 @@ def _victim_order(session: Session,
                 value = known[id(job)] = held_by(job)
             return value
 
-        order = ByQueue(queues, session.total, _asks_nothing, held, victims=True, frozen=True, _caps=roles.caps,
-                        _rules=roles.rules, _ties=roles.ties)
+        if roles.scanned is None:
+            roles.scanned = scanned(queues)
+        if roles.scanned:  # (what ``ByQueue`` hands out, without its upkeep for queues whose allocations change)
+            order = VictimTree(queues, session.total, held, roles.caps, roles.rules, roles.ties)
+        else:
+            order = ByQueue(queues, session.total, _asks_nothing, held, victims=True, frozen=True, _caps=roles.caps,
+                            _rules=roles.rules, _ties=roles.ties)
     for key, job in firsts:
         order.push(job, key)  # (the order keeps it: frozen)
 

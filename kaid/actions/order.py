@@ -488,10 +488,7 @@ class ByQueue:
         heapify(level.heap)
 
     def _caps_of(self, q: Queue) -> tuple[int, int, int]:
-        caps = self._caps.get(q.name)
-        if caps is None:
-            caps = self._caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
-        return caps
+        return _caps_in(self._caps, q)
 
     def _entry(self, q: Queue) -> _Entry:
         """Work out the queue's entry again (its level found it changed). A queue above a leaf reads what the leaf's
@@ -530,15 +527,7 @@ class ByQueue:
 
     def _rules_of(self, q: Queue) -> _Rules:
         """What ``_key`` reads of a queue besides what it holds (fixed in a cycle, as its fair share is)."""
-        c0, c1, c2 = self._caps_of(q)
-        quota, fair, total = q.quota, q.fair, self.total
-        cap0, cap1, cap2 = (total[0] if c0 == UNLIMITED else c0, total[1] if c1 == UNLIMITED else c1,
-                            total[2] if c2 == UNLIMITED else c2)
-        rules = self._rules[q.name] = (
-            _deserved(quota[0]), _deserved(quota[1]), _deserved(quota[2]), fair[0], fair[1], fair[2],
-            cap0, cap1, cap2, c0 == 0, c1 == 0, c2 == 0, q.priority,
-            0 not in (cap0, cap1, cap2))  # (nothing allocatable: a cap of 0)
-        return rules
+        return _rules_in(self._rules, self._caps, self.total, q)
 
     def _compare(self, left: _Entry, right: _Entry) -> int:
         """Negative when ``left`` is served (or, for victims, taken) first: by the keys where they differ, else by
@@ -551,11 +540,182 @@ class ByQueue:
 
     def _tie_of(self, lq: Queue, rq: Queue) -> int:
         """``_tie`` of two queues whose keys are equal; the same for the whole cycle: worked out once per pair."""
-        pair = (lq.name, rq.name)
-        result = self._ties.get(pair, 0)
-        if not result:
-            result = self._ties[pair] = _tie(lq, rq, self._caps[lq.name], self._caps[rq.name])
-        return result
+        return _tie_in(self._ties, self._caps, lq, rq)
+
+
+def _caps_in(caps: dict[str, tuple[int, int, int]], q: Queue) -> tuple[int, int, int]:
+    """``allocatable`` of each resource of ``q``, kept in ``caps`` (fixed in a cycle)."""
+    known = caps.get(q.name)
+    if known is None:
+        known = caps[q.name] = (allocatable(q, 0), allocatable(q, 1), allocatable(q, 2))
+    return known
+
+
+def _rules_in(rules: dict[str, _Rules], caps: dict[str, tuple[int, int, int]], total: Vec, q: Queue) -> _Rules:
+    """What ``_key`` reads of ``q`` besides what it holds, worked out into ``rules`` (fixed in a cycle)."""
+    c0, c1, c2 = _caps_in(caps, q)
+    quota, fair = q.quota, q.fair
+    cap0, cap1, cap2 = (total[0] if c0 == UNLIMITED else c0, total[1] if c1 == UNLIMITED else c1,
+                        total[2] if c2 == UNLIMITED else c2)
+    out = rules[q.name] = (
+        _deserved(quota[0]), _deserved(quota[1]), _deserved(quota[2]), fair[0], fair[1], fair[2],
+        cap0, cap1, cap2, c0 == 0, c1 == 0, c2 == 0, q.priority,
+        0 not in (cap0, cap1, cap2))  # (nothing allocatable: a cap of 0)
+    return out
+
+
+def _tie_in(ties: dict[tuple[str, str], int], caps: dict[str, tuple[int, int, int]], lq: Queue, rq: Queue) -> int:
+    """``_tie`` of two queues whose keys are equal, kept in ``ties`` (the caps of both worked out already)."""
+    pair = (lq.name, rq.name)
+    result = ties.get(pair, 0)
+    if not result:
+        result = ties[pair] = _tie(lq, rq, caps[lq.name], caps[rq.name])
+    return result
+
+
+def scanned(queues: Mapping[str, Queue]) -> bool:
+    """Whether every level of the tree is read by a scan of its children (``ByQueue._below``): none has more than
+    ``SCAN_UP_TO`` (then ``VictimTree`` hands out what ``ByQueue`` would)."""
+    return sum(1 for q in queues.values() if q.parent is None) <= SCAN_UP_TO and \
+        all(len(q.children) <= SCAN_UP_TO for q in queues.values())
+
+
+class VictimTree:
+    """KAI's victim order as ``ByQueue`` (``victims``, ``frozen``) hands it out, for a tree whose every level it reads
+    by a scan (``scanned``), without its upkeep for orders whose queues' allocations change: frozen, a queue's entry
+    changes only where a job is pushed or popped below it, so the entries on that leaf's path alone are worked out
+    again (leaf first, each parent's from its children's by the same scan), at the next pop. A search's victim order
+    over a few queues (reclaim's) spent most of each pop in that upkeep: versions, touched children, levels.
+
+    ``held``: what a job holds, read once per job (the first time it heads its leaf; ``push_rest`` tells the rest's);
+    ``caps``, ``rules``, ``ties``: what the order reads of the queues, fixed in a cycle (``ByQueue._caps`` ...)."""
+
+    __slots__ = ("_allocated", "_caps", "_dirty", "_entries", "_given", "_held", "_job_keys", "_keys", "_roots",
+                 "_rules", "_ties", "held", "leaves", "queues", "total")
+
+    def __init__(self, queues: dict[str, Queue], total: Vec, held: Callable[[Job], Vec],
+                 caps: dict[str, tuple[int, int, int]], rules: dict[str, _Rules],
+                 ties: dict[tuple[str, str], int]) -> None:
+        self.queues, self.total, self.held = queues, total, held
+        self._caps, self._rules, self._ties = caps, rules, ties
+        self._roots = [q for q in queues.values() if q.parent is None]
+        self._allocated = {name: list(q.allocated) for name, q in queues.items()}
+        self.leaves: dict[str, list[Job]] = {}  # each leaf's jobs, the largest key first (the head is taken next)
+        self._keys: dict[str, list[JobKey]] = {}  # ascending
+        self._given: dict[str, Vec] = {}  # leaf -> what the victims taken from it so far hold
+        self._job_keys: dict[int, JobKey] = {}  # id(job) -> the key it is handed out under
+        self._held: dict[int, Vec] = {}  # id(job) -> what it holds, as first read (or the rest's)
+        # queue -> (its key, the leaf it would hand out from, what that leaf's victims hold with its head); None:
+        # no job below it
+        self._entries: dict[str, tuple[Key, Queue, Vec] | None] = {}
+        self._dirty: dict[str, Queue] = {}  # the leaves pushed or popped since the last pop
+
+    def push(self, job: Job, key: JobKey | None = None) -> None:
+        queue = self.queues.get(job.queue)
+        if queue is None or queue.children:
+            return
+        known = self._job_keys.get(id(job))
+        if known is None:
+            known = self._job_keys[id(job)] = job_key(job) if key is None else key
+        keys = self._keys.get(queue.name)
+        if keys is None:
+            keys = self._keys[queue.name] = []
+            self.leaves[queue.name] = []
+        at = bisect_right(keys, known)
+        keys.insert(at, known)
+        jobs = self.leaves[queue.name]
+        jobs.insert(len(jobs) - at, job)
+        self._dirty[queue.name] = queue
+
+    def push_rest(self, job: Job, key: JobKey, held: Vec) -> None:
+        """``ByQueue.push_rest``: the rest of a victim, under the rest's key and what it holds."""
+        self._job_keys[id(job)] = key
+        self._held[id(job)] = held
+        self.push(job)
+
+    def remaining(self) -> list[Job]:
+        return [job for jobs in self.leaves.values() for job in jobs]
+
+    def pop(self) -> Job | None:
+        if self._dirty:
+            self._refresh()
+        best = self._best(self._roots)
+        if best is None:
+            return None
+        leaf = best[1]
+        name = leaf.name
+        job = self.leaves[name].pop(0)
+        self._keys[name].pop()
+        held = self._held_of(job)
+        given = self._given.get(name, ZERO)
+        self._given[name] = (given[0] + held[0], given[1] + held[1], given[2] + held[2])
+        self._dirty[name] = leaf
+        return job
+
+    def _held_of(self, job: Job) -> Vec:
+        value = self._held.get(id(job))
+        if value is None:
+            value = self._held[id(job)] = self.held(job)
+        return value
+
+    def _refresh(self) -> None:
+        """Work out again the entries of the leaves pushed or popped since the last pop, and of the queues above
+        them, each once and after its children."""
+        entries, rules, caps, total, allocated = self._entries, self._rules, self._caps, self.total, self._allocated
+        above: dict[str, Queue] = {}
+        for name, leaf in self._dirty.items():
+            jobs = self.leaves[name]
+            if jobs:
+                taken, before = self._held_of(jobs[0]), self._given.get(name, ZERO)
+                given = (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
+                r = rules.get(name)
+                if r is None:
+                    r = _rules_in(rules, caps, total, leaf)
+                entries[name] = (_key(r, ZERO, given, allocated[name]), leaf, given)
+            else:
+                entries[name] = None
+            q = leaf.parent
+            while q is not None:
+                above[q.name] = q
+                q = q.parent
+        self._dirty.clear()
+        # (a queue's depth below the roots orders them: deeper first, each after every child of it)
+        for q in sorted(above.values(), key=_depth, reverse=True):
+            below = self._best(q.children)
+            if below is None:
+                entries[q.name] = None
+                continue
+            r = rules.get(q.name)
+            if r is None:
+                r = _rules_in(rules, caps, total, q)
+            entries[q.name] = (_key(r, ZERO, below[2], allocated[q.name]), below[1], below[2])
+
+    def _best(self, level: list[Queue]) -> tuple[Key, Queue, Vec] | None:
+        """The entry of the child taken first (``ByQueue._below``'s scan, for victims): the largest key, the tie rule
+        between equal keys, the first in the list where that ties too."""
+        entries = self._entries
+        best: tuple[Key, Queue, Vec] | None = None
+        best_q: Queue | None = None
+        for q in level:
+            e = entries.get(q.name)
+            if e is None:
+                continue
+            if best is None:
+                best, best_q = e, q
+            elif e[0] != best[0]:
+                if e[0] > best[0]:
+                    best, best_q = e, q
+            elif _tie_in(self._ties, self._caps, q, best_q) > 0:  # type: ignore[arg-type]
+                best, best_q = e, q
+        return best
+
+
+def _depth(q: Queue) -> int:
+    n = 0
+    while q.parent is not None:
+        n += 1
+        q = q.parent
+    return n
 
 
 
