@@ -161,12 +161,11 @@ def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[li
     """Eviction units of a running job, in the order they go; the second value counts pods protected by min
     runtime. A protected job, or one with pods pipelined before this cycle (its pods an eviction can take are not
     the whole gang), may only lose its elastic pods."""
-    alive = running(job)
+    alive, moving = _alive(job)
     if not alive:
         return [], 0
     batches = gangs.eviction_batches(job, alive)
-    young = [p for p in alive if min_runtime > 0 and now - p.started < min_runtime]
-    moving = any(p.status == _PIPELINED and persisted(p) for p in job.pods)
+    young = min_runtime > 0 and any(now - p.started < min_runtime for p in alive)
     protected = len(batches[-1]) if young else 0
     if young or moving:
         batches = batches[:-1]
@@ -175,25 +174,31 @@ def units_of(job: Job, queue: Queue, now: float, min_runtime: float) -> tuple[li
     return out, protected
 
 
+def _alive(job: Job) -> tuple[list[Pod], bool]:
+    """``running(job)``, and whether a pod of the job was pipelined before this cycle (``persisted``), in one pass over
+    its pods (a vain search at 4,000 nodes counts 5,943 jobs; bench_victims makes 302 jobs' units a cycle)."""
+    alive: list[Pod] = []
+    moving = False
+    for p in job.pods:
+        status = p.status
+        if status in EVICTABLE:  # ``takes``
+            if not p.releasing:
+                alive.append(p)
+        elif status == _PIPELINED:
+            if persisted(p):
+                moving = True
+            elif not p.releasing:
+                alive.append(p)
+    return alive, moving
+
+
 def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
                 useful: Callable[[Pod], bool] | None = None) -> int:
     """``len(units_of(job, ...)[0])`` without making the units (nor sorting the pods where it can), less the last
     one where none of its pods is ``useful`` (the units a search draws of a job: ``evictions._search``); for a job
     with sub-groups, from the units themselves. A search that found nothing counts the units it has not drawn for
-    its explanation (``Search.count_rest``): it made every candidate's units to count them. The job's pods are read in
-    one pass (``running`` and whether one is pipelined: a vain search at 4,000 nodes counts 5,943 jobs)."""
-    alive: list[Pod] = []
-    moving = False
-    for p in job.pods:
-        status = p.status
-        if status in EVICTABLE:  # ``running``
-            if not p.releasing:
-                alive.append(p)
-        elif status == _PIPELINED:  # (``takes``)
-            if persisted(p):
-                moving = True
-            elif not p.releasing:
-                alive.append(p)
+    its explanation (``Search.count_rest``): it made every candidate's units to count them."""
+    alive, moving = _alive(job)
     if not alive:
         return 0
     if job.subgroups:
@@ -223,27 +228,28 @@ _RUNNING_PHASE = PodPhase.RUNNING
 
 
 def _unit(job: Job, pods: list[Pod], elastic: bool, queue: Queue, now: float) -> Unit:
+    """The unit of ``pods``: what they hold, and the GPU-seconds of progress they made, summed in pod order: each
+    pod's milli-GPUs (a gpu-memory pod's share unknown here: as one whole device's worth of none) times the seconds it
+    ran (none for one this cycle placed: allocated, or pipelined from pending, it has not started). One pass over the
+    pods (four sums and two calls per pod were half of ``units_of``)."""
     u = Unit(job, pods, elastic, queue)
-    u.gpu = sum(_gpus(p) for p in pods)
-    u.cpu = sum(p.cpu for p in pods)
-    u.mem = sum(p.mem for p in pods)
-    u.lost = sum(_gpus(p) * _running_for(p, now) for p in pods) / 1000
+    gpu = cpu = mem = 0
+    made: list[float] = []
+    for p in pods:
+        g = p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000
+        gpu += g
+        cpu += p.cpu
+        mem += p.mem
+        status = p.status
+        if status == _ALLOCATED or (status == _PIPELINED and p.phase != _RUNNING_PHASE):
+            made.append(g * 0.0)
+        else:
+            ran = now - p.started
+            made.append(g * (ran if ran > 0.0 else 0.0))
+    u.gpu, u.cpu, u.mem = gpu, cpu, mem
+    u.lost = sum(made) / 1000  # (the sum of the same terms in the same order)
     u.at = now
     return u
-
-
-def _running_for(p: Pod, now: float) -> float:
-    """Seconds of progress the pod has made: none for one this cycle placed (allocated, or pipelined from pending:
-    it has not started)."""
-    status = p.status
-    if status == _ALLOCATED or (status == _PIPELINED and p.phase != _RUNNING_PHASE):
-        return 0.0
-    return max(0.0, now - p.started)
-
-
-def _gpus(p: Pod) -> int:
-    """Milli-GPU a victim pod holds (a gpu-memory pod's share unknown here: as one whole device's worth of none)."""
-    return p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000
 
 
 def part_of(unit: Unit, pods: list[Pod]) -> Unit:
