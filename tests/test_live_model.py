@@ -227,16 +227,18 @@ class Cache:
         return [o for objs in self.items.values() for o in objs.values()]
 
 
-def run_events(seed: int, steps: int, cycles: bool = False) -> None:
+def run_events(seed: int, steps: int, cycles: bool = False, pools: bool = False) -> None:
+    """``pools``: a third of the objects labelled for one of two scheduling shards, and the model one shard's
+    scheduler (``pooled``)."""
     rng = random.Random(seed)
-    cfg = SchedulerConfig()
+    cfg = pools_config(seed) if pools else SchedulerConfig()
     model = LiveModel(cfg, wait_for_owners=rng.random() < 0.5, shared=False)  # (its snapshots scribbled on)
     cache = Cache()
     for q in _fixed_queues():
         model.upsert(q)
         cache.upsert(q)
     for _ in range(steps):
-        _event(rng, model, cache)
+        _event(rng, model, cache, pools)
         if rng.random() < 0.15:
             snap = model.snapshot(5000.0)
             if cycles and rng.random() < 0.5:
@@ -248,6 +250,23 @@ def run_events(seed: int, steps: int, cycles: bool = False) -> None:
     assert describe(got) == describe(expected)
     again = build_snapshot(model.objects(), cfg, 5000.0, wait_for_owners=model.wait_for_owners)
     assert describe(again) == describe(expected)
+
+
+def pools_config(seed: int) -> SchedulerConfig:
+    """One of the schedulers of ``pooled``'s shards: the default shard, shard a, or one that takes everything."""
+    value, key = random.Random(f"pools/{seed}").choice((("", POOL_KEY), ("a", POOL_KEY), ("", "")))
+    return SchedulerConfig(nodePoolLabelKey=key, partitionLabelValue=value)
+
+
+POOL_KEY = SchedulerConfig().nodePoolLabelKey
+
+
+def pooled(rng: random.Random, obj: Obj) -> Obj:
+    """A third of the objects labelled for shard a or b (a stream of its own: the main one draws as before)."""
+    side = random.Random(hash(rng.getstate()))
+    if side.random() < 0.35:
+        obj.setdefault("metadata", {}).setdefault("labels", {})[POOL_KEY] = side.choice(("a", "a", "b"))
+    return obj
 
 
 def run_live_cycles(seed: int, steps: int) -> None:
@@ -357,8 +376,9 @@ def _scribble_journaled(snap: Snapshot) -> None:
     snap.pods.reverse()
 
 
-def _event(rng: random.Random, model: LiveModel, cache: Cache) -> None:
-    """One random event, told to the model and to the reference cache."""
+def _event(rng: random.Random, model: LiveModel, cache: Cache, pools: bool = False) -> None:
+    """One random event, told to the model and to the reference cache (``pools``: some objects labelled for a
+    scheduling shard, ``pooled``)."""
     r = rng.random()
     kind = rng.choices(list(_WEIGHTS), list(_WEIGHTS.values()))[0]
     have = cache.items.get(kind, {})
@@ -369,7 +389,7 @@ def _event(rng: random.Random, model: LiveModel, cache: Cache) -> None:
     elif r < 0.24 and have:  # a relist: some gone, the rest as new dicts, another order
         kept = [copy.deepcopy(o) for o in have.values() if rng.random() < 0.8]
         if rng.random() < 0.5:
-            kept.append(_make(rng, kind))
+            kept.append(_make(rng, kind, pools))
         rng.shuffle(kept)
         model.resync(kind, kept)
         cache.items[kind] = {meta.store_key(o): o for o in kept}
@@ -379,19 +399,28 @@ def _event(rng: random.Random, model: LiveModel, cache: Cache) -> None:
         obj["status"]["phase"] = "Running"
         model.upsert(obj)
         cache.upsert(obj)
+    elif r < 0.36 and have and pools:  # labelled into another shard or out of one: the same object
+        obj = copy.deepcopy(rng.choice(list(have.values())))
+        labels = obj.setdefault("metadata", {}).setdefault("labels", {})
+        if labels.pop(POOL_KEY, None) is None:
+            labels[POOL_KEY] = rng.choice(("a", "b"))
+        model.upsert(obj)
+        cache.upsert(obj)
     else:
-        obj = _make(rng, kind)
+        obj = _make(rng, kind, pools)
         model.upsert(obj)
         cache.upsert(obj)
 
 
-def _make(rng: random.Random, kind: str) -> Obj:
+def _make(rng: random.Random, kind: str, pools: bool = False) -> Obj:
     if kind in _MAKERS:
         make, n = _MAKERS[kind]
-        return make(rng, rng.randrange(n))
-    if kind in ("ReplicaSet", "Job", "Deployment"):
-        return _owner(rng, rng.randrange(6), kind)
-    return _policy(rng, kind, rng.randrange(3))
+        obj = make(rng, rng.randrange(n))
+    elif kind in ("ReplicaSet", "Job", "Deployment"):
+        obj = _owner(rng, rng.randrange(6), kind)
+    else:
+        return _policy(rng, kind, rng.randrange(3))
+    return pooled(rng, obj) if pools else obj
 
 
 def _scribble(snap: Snapshot) -> None:
@@ -417,6 +446,18 @@ def _scribble(snap: Snapshot) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_incremental_equals_cold(seed: int) -> None:
     run_events(seed, 120)
+
+
+@given(st.integers(0, 2**32))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_incremental_equals_cold_with_scheduling_shards(seed: int) -> None:
+    """Nodes, Queues, PodGroups, owners and pods labelled for shards, and moved from one to another."""
+    run_events(seed, 150, pools=True)
+
+
+def test_incremental_equals_cold_with_scheduling_shards_long() -> None:
+    for seed in range(60):
+        run_events(seed, 300, cycles=seed % 3 == 0, pools=True)
 
 
 def test_incremental_equals_cold_long() -> None:

@@ -11,6 +11,7 @@ import pytest
 from kaid.api.config import NODE_POOL_LABEL, SchedulerConfig, load_config
 from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
+from kaid.model.live import LiveModel
 from kaid.model.objects import Snapshot
 from tests.objects import node, pod, podgroup, queue
 
@@ -131,3 +132,23 @@ def test_partition_settings_read() -> None:
     cfg = SchedulerConfig.model_validate({"nodePoolLabelKey": "example.com/pool", "partitionLabelValue": "gpu.a_1"})
     assert (cfg.nodePoolLabelKey, cfg.partitionLabelValue) == ("example.com/pool", "gpu.a_1")
     assert (SchedulerConfig().nodePoolLabelKey, SchedulerConfig().partitionLabelValue) == (NODE_POOL_LABEL, "")
+
+
+def test_live_model_moves_objects_in_and_out_of_the_partition() -> None:
+    model = LiveModel(config(partitionLabelValue="a"))
+    for obj in two_shards():
+        model.upsert(obj)
+    s = model.snapshot()
+    assert ([n.name for n in s.nodes], sorted(s.queues), list(s.jobs)) == (["a1"], ["pa", "qa"], ["default/ja"])
+    moved = pooled(podgroup("jd", "qd"), "a")  # the default shard's job, labelled for shard a
+    model.upsert(moved)
+    model.upsert(pooled(queue("qd"), "a"))
+    model.upsert(pooled(node("d1", gpus=4), "a"))
+    s = model.snapshot()
+    assert [n.name for n in s.nodes] == ["a1", "d1"] and "qd" in s.queues
+    assert list(s.jobs) == ["default/ja", "default/jd"] and [p.name for p in s.jobs["default/jd"].pods] == ["jd-0"]
+    model.upsert(podgroup("ja", "qa"))  # and shard a's job out of it
+    model.upsert(node("a1", gpus=4))
+    s = model.snapshot()
+    assert [n.name for n in s.nodes] == ["d1"] and list(s.jobs) == ["default/jd"]
+    assert [p.name for p in s.pods] == ["jd-0"]

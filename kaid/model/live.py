@@ -17,7 +17,11 @@ changes: a few microseconds an object), for a snapshot that must outlive the nex
 
 The snapshot is the one ``build_snapshot`` makes from the same objects in the same order (each kind in the order
 it was first upserted, as a watch cache's dict keeps it): ``tests/test_live_model.py`` checks that on random
-event sequences. Queue ``version`` counters differ (they only ever need to change within a cycle)."""
+event sequences. Queue ``version`` counters differ (they only ever need to change within a cycle).
+
+A node or a PodGroup of another scheduling shard (``kaid.model.partition``) is held in its place and read as absent;
+a label that moves it out of the partition reads as its delete, one that moves it in as its add (a Queue's too: the
+queues are read again as a whole)."""
 
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ from kaid.model.objects import (
     own_errors,
     zero,
 )
+from kaid.model.partition import Partition
 from kaid.model.pods import is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
@@ -63,8 +68,8 @@ _POLICY = {"PriorityClass", "Topology", "PodDisruptionBudget"}
 class _PodEntry:
     """One pod object and what the model read from it."""
 
-    __slots__ = ("chain", "done", "group", "included", "job", "node", "obj", "placed", "problems", "rank",
-                 "reservation", "seq", "tpl", "waiting")
+    __slots__ = ("chain", "done", "foreign", "group", "included", "job", "node", "obj", "placed", "problems",
+                 "rank", "reservation", "seq", "tpl", "waiting")
 
     def __init__(self, obj: Obj, seq: int) -> None:
         self.obj = obj
@@ -81,6 +86,7 @@ class _PodEntry:
         self.chain: tuple[tuple[str, str, str], ...] = ()  # the owners looked up to group it
         self.waiting = ""  # its uid, while it is a pending shared-GPU pod (reservations wait for it)
         self.done: str | None = None  # the job of one of this scheduler's pods that has succeeded (``job_done``)
+        self.foreign: str | None = None  # the PodGroup it names, while that is another shard's (``foreign_pods``)
 
 
 class _JobEntry:
@@ -104,6 +110,7 @@ class LiveModel:
     def __init__(self, config: SchedulerConfig | None = None, wait_for_owners: bool = False,
                  shared: bool = True) -> None:
         self.cfg = config or SchedulerConfig()
+        self.part = Partition(self.cfg)
         self.wait_for_owners = wait_for_owners
         self.shared = shared  # snapshots hand out the model's own objects, with a journal (else copies)
         self.journal: Journal | None = None  # the last shared snapshot's: undone at the next call
@@ -116,6 +123,10 @@ class LiveModel:
         self.policy: dict[str, dict[str, Obj]] = {k: {} for k in _POLICY}
         self.namespaces: dict[str, Obj] = {}
         self.owners: OwnerIndex = {}
+        # the objects held that are another shard's (``kaid.model.partition``): as if absent, but kept in their place
+        self.foreign_nodes: set[str] = set()
+        self.foreign_pgs: set[str] = set()
+        self.foreign_pods: dict[str, set[str]] = {}  # another shard's PodGroup -> this scheduler's pods naming it
         # what is derived
         self.node_tpl: dict[str, Node] = {}
         self.node_pods: dict[str, set[str]] = {}  # node name -> pods placed on it (holding or not)
@@ -190,6 +201,9 @@ class LiveModel:
                 self._seq += 1
                 self.node_seq[name] = self._seq
                 self.sorted_nodes = None
+            if self.part.takes(obj) == (name in self.foreign_nodes):  # into the partition or out of it
+                self.foreign_nodes ^= {name}
+                self.sorted_nodes = None
             self.nodes[name] = obj
             self._node_changed(name)
         elif kind == "PodGroup":
@@ -197,6 +211,8 @@ class LiveModel:
                 return
             if key not in self.podgroups:
                 self.job_order = None
+            if self.part.takes(obj) == (key in self.foreign_pgs):
+                self._pg_moved(key)
             self.podgroups[key] = obj
             self.dirty_jobs.add(key)
         elif kind == "Queue":
@@ -227,11 +243,14 @@ class LiveModel:
         elif kind == "Node":
             name = key.rpartition("/")[2]
             if self.nodes.pop(name, None) is not None:
+                self.foreign_nodes.discard(name)
                 self.node_seq.pop(name, None)
                 self.sorted_nodes = None
                 self._node_changed(name)
         elif kind == "PodGroup":
             if self.podgroups.pop(key, None) is not None:
+                if key in self.foreign_pgs:
+                    self._pg_moved(key)
                 self.job_order = None
                 self.dirty_jobs.add(key)
         elif kind == "Queue":
@@ -269,6 +288,8 @@ class LiveModel:
                 self.delete("Node", f"/{name}")
         elif kind == "PodGroup":
             self.dirty_jobs.update(self.podgroups)
+            for key in list(self.foreign_pgs):
+                self._pg_moved(key)
             self.podgroups = {}
             self.job_order = None
         elif kind == "Queue":
@@ -326,6 +347,13 @@ class LiveModel:
         self.ref_dirty = True
         self.dirty_jobs |= self.mem_jobs  # their GPU share reads the nodes' GPU memory
 
+    def _pg_moved(self, key: str) -> None:
+        """A PodGroup into another shard's partition or out of it (or gone from it): the pods that name it are read
+        again, in its job or out of every job."""
+        self.foreign_pgs ^= {key}
+        self.dirty_pods |= self.job_pods.get(key, set()) | self.foreign_pods.get(key, set())
+        self.job_order = None
+
     def _owner_changed(self, okey: tuple[str, str, str]) -> None:
         self.dirty_pods |= self.owner_pods.get(okey, set())  # grouped again: their job may be another
 
@@ -352,12 +380,14 @@ class LiveModel:
             self.dirty_jobs.add(entry.job)
         for okey in entry.chain:
             _drop(self.owner_pods, okey, key)
+        if entry.foreign is not None:
+            _drop(self.foreign_pods, entry.foreign, key)
         if entry.waiting:
             self._wait(entry.waiting, -1)
         if entry.done is not None:
             _drop(self.job_done, entry.done, key)
             self.dirty_jobs.add(entry.done)
-        entry.node = entry.job = entry.done = None
+        entry.node = entry.job = entry.done = entry.foreign = None
         entry.rank = None
         entry.chain = ()
         entry.waiting = entry.group = ""
@@ -400,6 +430,14 @@ class LiveModel:
         entry.problems = []
         placed = read_pod(obj, entry.problems)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
+        pg_name: str | None = None  # (read once here for ``_job_key``)
+        if ours and not entry.reservation and self.part.key:
+            pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+            if (self.foreign_pgs or not pg_name) and not self._in_partition(key, entry, obj, placed.namespace,
+                                                                            pg_name):
+                ours = False  # another shard's: what it holds on a node of the partition, nothing more
+                if not placed.node:
+                    return
         entry.rank = (1 if placed.node else None) if entry.reservation else place_pod(obj, placed, ours)
         entry.placed = placed
         entry.tpl = placed
@@ -415,7 +453,7 @@ class LiveModel:
         if entry.reservation or not ours or (not placed.node and placed.releasing):
             return
         entry.included = True
-        entry.job = job = self._job_key(key, entry, obj, placed.namespace)
+        entry.job = job = self._job_key(key, entry, obj, placed.namespace, pg_name)
         members = self.job_pods.get(job)
         if members is None or job not in self.podgroups:
             self.job_order = None
@@ -425,10 +463,29 @@ class LiveModel:
             entry.waiting = placed.uid
             self._wait(placed.uid, 1)
 
-    def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str) -> str:
+    def _in_partition(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str) -> bool:
+        """``build.in_partition``; a pod out of it is indexed by what put it out: the PodGroup it names
+        (``foreign_pods``), else the owners looked up (``owner_pods``). ``pg_name``: its PodGroup annotation."""
+        if pg_name:
+            pg = f"{namespace}/{pg_name}"
+            if pg not in self.foreign_pgs:
+                return True
+            entry.foreign = pg
+            self.foreign_pods.setdefault(pg, set()).add(key)
+            return False
+        if self.part.takes_workload(obj, self.owners):
+            return True
+        entry.chain = _owner_chain(obj, self.owners)
+        for okey in entry.chain:
+            self.owner_pods.setdefault(okey, set()).add(key)
+        return False
+
+    def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str | None = None) -> str:
         """The key of the pod's job: the PodGroup it names, else its workload's (the owners looked up are indexed,
-        so that the pod is grouped again when one of them changes)."""
-        pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
+        so that the pod is grouped again when one of them changes). ``pg_name``: its PodGroup annotation, where the
+        caller has read it."""
+        if pg_name is None:
+            pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
         if pg_name:
             return f"{namespace}/{pg_name}"
         entry.chain = _owner_chain(obj, self.owners)
@@ -438,7 +495,7 @@ class LiveModel:
 
     def _read_node(self, name: str) -> None:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""
-        obj = self.nodes.get(name)
+        obj = None if name in self.foreign_nodes else self.nodes.get(name)  # (another shard's: as if absent)
         self.touched_nodes.add(name)
         keys = [k for k in self.node_pods.get(name, ()) if k in self.pods]
         holders = [self.pods[k] for k in keys]
@@ -492,7 +549,7 @@ class LiveModel:
         if old is not None and old.queue is not None:
             self._charge(old, -1)
         self.mem_jobs.discard(key)
-        pg = self.podgroups.get(key)
+        pg = None if key in self.foreign_pgs else self.podgroups.get(key)
         members = sorted((self.pods[k] for k in self.job_pods.get(key, ()) if k in self.pods), key=lambda e: e.seq)
         if pg is None and not members:
             return
@@ -559,7 +616,7 @@ class LiveModel:
             self.policy_dirty = False
         if self.queues_dirty:
             problems = []
-            self.queues = read_queues(list(self.queue_objs.values()), problems,
+            self.queues = read_queues([q for q in self.queue_objs.values() if self.part.takes(q)], problems,
                                       self.cfg.unmentionedQueueResources == "unmanaged")
             for q in self.queues.values():
                 problems.extend(ObjectProblem("Queue", q.name, None, err) for err in q.errors)
@@ -576,7 +633,7 @@ class LiveModel:
                 self._read_node(name)
             self.dirty_nodes = set()
         if self.sorted_nodes is None:
-            self.sorted_nodes = sorted(self.nodes)
+            self.sorted_nodes = sorted(n for n in self.nodes if n not in self.foreign_nodes)
         if self.ref_dirty:
             self.ref = reference_node([self.node_tpl[n] for n in self.sorted_nodes])
             self.ref_dirty = False
@@ -691,7 +748,8 @@ class LiveModel:
         if self.job_order is None:
             firsts = sorted((min(self.pods[k].seq for k in members), key) for key, members in self.job_pods.items()
                             if key not in self.podgroups)
-            self.job_order = [*self.podgroups, *(key for _, key in firsts)]
+            pgs = [k for k in self.podgroups if k not in self.foreign_pgs] if self.foreign_pgs else self.podgroups
+            self.job_order = [*pgs, *(key for _, key in firsts)]
             self.job_view = None
         return self.job_order
 

@@ -3,7 +3,7 @@
 A cluster may run several schedulers, each over its own partition: the objects whose label ``nodePoolLabelKey``
 has the value ``partitionLabelValue``; the default shard (an empty value) takes the objects without that label,
 and an empty key takes every object (KAI's ``SchedulingNodePoolParams.GetLabelSelector``,
-pkg/scheduler/conf/scheduler_conf.go:99-118 at d5bc503a). Its lister filters nodes, Queues and PodGroups, never pods
+pkg/scheduler/conf/scheduler_conf.go:99-116 at d5bc503a). Its lister filters nodes, Queues and PodGroups, never pods
 (cache/cluster_info/data_lister/kubernetes_lister.go:115-135): a pod on a node of the partition holds resources
 there whoever schedules it, and a pod whose PodGroup is out of the partition is no job of this scheduler.
 
