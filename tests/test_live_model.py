@@ -266,6 +266,9 @@ def pooled(rng: random.Random, obj: Obj) -> Obj:
     side = random.Random(hash(rng.getstate()))
     if side.random() < 0.35:
         obj.setdefault("metadata", {}).setdefault("labels", {})[POOL_KEY] = side.choice(("a", "a", "b"))
+    if obj["kind"] == "PodGroup" and side.random() < 0.4:  # the PodGroup of a workload whose pods name none
+        prefix = side.choice(("pg-replicaset-own-", "pg-job-own-", "pg-pod-p-"))
+        obj["metadata"]["name"] = f"{prefix}{side.randint(0, 5)}"
     return obj
 
 

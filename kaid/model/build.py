@@ -136,7 +136,7 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
             foreign.add(podgroup_key(obj))
     marks: StaleMarks = {}
     pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners,
-                                             marks, part, foreign - jobs.keys())
+                                             marks, part, (foreign - jobs.keys(), set(jobs) if part.key else set()))
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
     waiting = {p.uid for p in pods if p.status == _PENDING and p.frac_devices}
@@ -153,12 +153,12 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
 
 def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name: Mapping[str, Node],
                jobs: dict[str, Job], wait_for_owners: bool, marks: StaleMarks, part: Partition,
-               foreign: set[str]) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
+               pgs: PodGroupKeys) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
     """This scheduler's pods, each in its job; every pod that holds resources on a node, this scheduler's or
     another's (accounted after all are read); and the reservation pods of shared GPUs, which are kai's own: they
     count for nothing but what they hold on their node (no queue's share, no job). ``marks``: the stale marks the
     pods carry, by job (``StaleMarks``). A pod of this scheduler's name whose PodGroup is in another shard's partition
-    (``foreign``, ``in_partition``) is read as another scheduler's."""
+    (``in_partition``) is read as another scheduler's."""
     pods: list[Pod] = []
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
@@ -168,7 +168,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     pg_key, stale_key = c.POD_GROUP_ANNOTATION, c.STALE_SINCE_ANNOTATION
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
-    check = bool(part.key)  # (a pod that names a PodGroup is in the partition unless another shard's has its name)
+    # (a pod that names a PodGroup is in the partition unless another shard's PodGroup has that name)
+    check, foreign = bool(part.key), pgs[0]
     for obj in inp.pods:
         # the object's parts read once for all that is read of the pod here: ``pod_role``, ``read_pod``, then
         # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again
@@ -195,7 +196,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 reservations.append((node, pod))
             continue
         if ours and check and (foreign or not anns.get(pg_key)) and \
-                not in_partition(obj, anns.get(pg_key), pod.namespace, part, foreign, inp.owners):
+                not in_partition(obj, anns.get(pg_key), pod.namespace, part, pgs, inp.owners):
             ours = False
             if not pod.node:
                 continue  # another shard's to place
@@ -235,17 +236,21 @@ _RUNNING, _BOUND, _RUNNING_PHASE = PodStatus.RUNNING, PodStatus.BOUND, PodPhase.
 _SUCCEEDED: str = PodPhase.SUCCEEDED
 # the stale marks that a job's pods read from their objects carry (``complete_job``): id(job) -> (the latest, how many)
 StaleMarks = dict[int, tuple[float, int]]
+# the keys of the PodGroups of another shard's partition, and of those of this one's (``in_partition``)
+PodGroupKeys = tuple[set[str], set[str]]
 
 
 
-def in_partition(obj: Obj, pg: Any, namespace: str, part: Partition, foreign: set[str], owners: OwnerIndex) -> bool:
-    """Whether one of this scheduler's pods is in its shard: its PodGroup is not another shard's (``foreign``), or,
-    naming none, its workload is in the partition (``Partition.takes_workload``). ``pg``: its PodGroup annotation as
-    read."""
+def in_partition(obj: Obj, pg: Any, namespace: str, part: Partition, pgs: PodGroupKeys, owners: OwnerIndex) -> bool:
+    """Whether one of this scheduler's pods is in its shard: the PodGroup it names is not another shard's; naming
+    none, the PodGroup of its workload (``group_for_pod``) where there is one, else its workload's labels
+    (``Partition.takes_workload``). ``pg``: its PodGroup annotation as read."""
+    foreign, taken = pgs
     pg_name = "" if pg is None else str(pg)
     if pg_name:
         return f"{namespace}/{pg_name}" not in foreign
-    return part.takes_workload(obj, owners)
+    key = f"{namespace}/{group_for_pod(obj, owners).name}"
+    return key not in foreign and (key in taken or part.takes_workload(obj, owners))
 
 
 def place_pod(obj: Obj, pod: Pod, ours: bool, anns: Obj | None = None) -> int | None:

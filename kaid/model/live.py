@@ -211,6 +211,7 @@ class LiveModel:
                 return
             if key not in self.podgroups:
                 self.job_order = None
+                self.dirty_pods |= self.foreign_pods.get(key, set())  # (those of its workload, in another shard)
             if self.part.takes(obj) == (key in self.foreign_pgs):
                 self._pg_moved(key)
             self.podgroups[key] = obj
@@ -251,6 +252,8 @@ class LiveModel:
             if self.podgroups.pop(key, None) is not None:
                 if key in self.foreign_pgs:
                     self._pg_moved(key)
+                elif self.part.key:  # its workload's pods that name none: their labels decide again
+                    self.dirty_pods |= self.job_pods.get(key, set())
                 self.job_order = None
                 self.dirty_jobs.add(key)
         elif kind == "Queue":
@@ -470,14 +473,15 @@ class LiveModel:
             pg = f"{namespace}/{pg_name}"
             if pg not in self.foreign_pgs:
                 return True
-            entry.foreign = pg
-            self.foreign_pods.setdefault(pg, set()).add(key)
-            return False
-        if self.part.takes_workload(obj, self.owners):
-            return True
-        entry.chain = _owner_chain(obj, self.owners)
-        for okey in entry.chain:
-            self.owner_pods.setdefault(okey, set()).add(key)
+        else:
+            pg = f"{namespace}/{group_for_pod(obj, self.owners).name}"
+            if pg not in self.foreign_pgs and (pg in self.podgroups or self.part.takes_workload(obj, self.owners)):
+                return True
+            entry.chain = _owner_chain(obj, self.owners)
+            for okey in entry.chain:
+                self.owner_pods.setdefault(okey, set()).add(key)
+        entry.foreign = pg  # (a PodGroup of that name in the partition would take it)
+        self.foreign_pods.setdefault(pg, set()).add(key)
         return False
 
     def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str | None = None) -> str:
