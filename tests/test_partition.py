@@ -10,6 +10,7 @@ import pytest
 
 from kaid.api.config import NODE_POOL_LABEL, SchedulerConfig, load_config
 from kaid.cycle import Decisions, run_cycle
+from kaid.kube.podgrouper import podgroups_to_create
 from kaid.model.build import build_snapshot
 from kaid.model.live import LiveModel
 from kaid.model.objects import Snapshot
@@ -152,3 +153,52 @@ def test_live_model_moves_objects_in_and_out_of_the_partition() -> None:
     s = model.snapshot()
     assert [n.name for n in s.nodes] == ["d1"] and list(s.jobs) == ["default/jd"]
     assert [p.name for p in s.pods] == ["jd-0"]
+
+
+def test_a_workloads_podgroup_decides_where_it_has_one() -> None:
+    """A pod that names no PodGroup is in the partition of its workload's PodGroup where one exists (a label on it may
+    move the job to another shard), else where its owner's label says; live as cold."""
+    owner = pooled({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs", "namespace": "default"},
+                    "spec": {}}, "b")
+    member = pod("rs-0", gpus=1, queue="qd")
+    member["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                                              "controller": True}]
+    its_pg = podgroup("pg-replicaset-rs", "qd")  # in the default shard, whatever the ReplicaSet's label says
+    model = LiveModel(config())
+    objs = [*two_shards(), owner, member, its_pg]
+    for obj in objs:
+        model.upsert(obj)
+
+    def jobs() -> list[str]:
+        live = sorted(model.snapshot().jobs)
+        assert live == sorted(build_snapshot(model.objects(), config()).jobs)
+        return live
+
+    assert jobs() == ["default/jd", "default/pg-replicaset-rs"]
+    model.delete("PodGroup", "default/pg-replicaset-rs")
+    assert jobs() == ["default/jd"]  # the ReplicaSet's label: shard b's
+    model.upsert(podgroup("pg-replicaset-rs", "qd"))
+    assert jobs() == ["default/jd", "default/pg-replicaset-rs"]
+    model.upsert(pooled(podgroup("pg-replicaset-rs", "qd"), "b"))
+    assert jobs() == ["default/jd"]
+
+
+def test_podgrouper_copies_the_top_owners_labels_and_keeps_to_its_shard() -> None:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "w", "namespace": "default", "uid": "u1", "labels": {"team": "nlp", NODE_POOL_LABEL: "a"}}, "spec": {}}
+    worker = pod("w-0", gpus=1, queue="qa", labels={"user": "ann", NODE_POOL_LABEL: "b", "role": "worker"})
+    worker["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "u1",
+                                              "controller": True}]
+    bare = pod("bare", gpus=1, queue="qa", labels={NODE_POOL_LABEL: "a", "app": "x"})
+    objs = [*two_shards(), owner, worker, bare]
+    assert podgroups_to_create(objs, config()) == []  # shard a's workloads: not the default shard's to group
+    made = {pg["metadata"]["name"]: pg["metadata"]["labels"] for pg in podgroups_to_create(objs, config(
+        partitionLabelValue="a"))}
+    created_by = {"kai.scheduler/created-by": "kaid", "kai.scheduler/queue": "qa"}
+    assert made == {"pg-job-w": {"team": "nlp", NODE_POOL_LABEL: "a", "user": "ann", **created_by},
+                    "pg-pod-bare": {NODE_POOL_LABEL: "a", "app": "x", **created_by}}
+    del owner["metadata"]["labels"][NODE_POOL_LABEL]  # the pod's node-pool label where its owner has none
+    made = {pg["metadata"]["name"]: pg for pg in podgroups_to_create(objs, config(partitionLabelValue="b"))}
+    assert made["pg-job-w"]["metadata"]["labels"][NODE_POOL_LABEL] == "b"
+    s = snap([*objs, *made.values()], partitionLabelValue="b")  # its PodGroup, made, is shard b's
+    assert list(s.jobs) == ["default/pg-job-w"] and [p.name for p in s.jobs["default/pg-job-w"].pods] == ["w-0"]

@@ -24,8 +24,10 @@ from kaid.model.grouping import (
     annotated_durations,
     group_for_pod,
     podgrouper_skipped_by,
+    top_owner,
     workload_labels,
 )
+from kaid.model.partition import Partition
 from kaid.model.pods import is_reservation_pod
 from kaid.model.vocabulary import FINISHED_PHASES
 
@@ -38,15 +40,17 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
     inp = sort_inputs(objects)
     existing = {(meta.namespace(pg), meta.name(pg)) for pg in inp.podgroups}
     out: dict[tuple[str, str], Obj] = {}
+    part = Partition(cfg)
     for pod in inp.pods:
-        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, inp.owners) is not None:
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, inp.owners) is not None or \
+                not part.takes_workload(pod, inp.owners):
             continue
         info = group_for_pod(pod, inp.owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue  # its owner is not seen yet: it decides the gang, so wait for it
         key = (meta.namespace(pod), info.name)
         if key not in existing and key not in out:
-            out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg)
+            out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg, inp.owners)
     return list(out.values())
 
 
@@ -54,13 +58,15 @@ def podgroup_for(pods: list[Obj], owners: OwnerIndex, namespaces: Mapping[str, O
                  cfg: SchedulerConfig) -> Obj | None:
     """The PodGroup missing for one workload's pods (in the watch cache's order), as ``podgroups_to_create`` makes it:
     from the first that needs one and whose owner has been seen; None when none does."""
+    part = Partition(cfg)
     for pod in pods:
-        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, owners) is not None:
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, owners) is not None or \
+                not part.takes_workload(pod, owners):
             continue
         info = group_for_pod(pod, owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue
-        return _podgroup(pod, info, namespaces.get(meta.namespace(pod)), cfg)
+        return _podgroup(pod, info, namespaces.get(meta.namespace(pod)), cfg, owners)
     return None
 
 
@@ -76,8 +82,9 @@ def _needs_podgroup(pod: Obj, cfg: SchedulerConfig) -> bool:
         not is_reservation_pod(pod, cfg.gpuSharing)
 
 
-def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig) -> Obj:
-    """The PodGroup of a pod's workload: its gang size, and what the workload's labels say."""
+def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig, owners: OwnerIndex) -> Obj:
+    """The PodGroup of a pod's workload: its gang size, what the workload's labels say, and the labels of its top
+    owner (``podgroup_labels``)."""
     owner = info.owner
     wl = workload_labels(pod, owner if owner is not pod else None, namespace, cfg.queueLabelKeys)
     spec: Obj = {"minMember": info.min_member, "queue": wl.queue or cfg.defaultQueue}
@@ -93,8 +100,9 @@ def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerCo
             tc["preferredTopologyLevel"] = wl.preferred_level
         spec["topologyConstraint"] = tc
     spec.update(annotated_durations(pod, owner if owner is not pod else None)[0])
-    pg_meta: Obj = {"name": info.name, "namespace": meta.namespace(pod),
-                    "labels": {"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: spec["queue"]}}
+    labels = podgroup_labels(pod, owners, cfg.nodePoolLabelKey)
+    labels.update({"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: spec["queue"]})
+    pg_meta: Obj = {"name": info.name, "namespace": meta.namespace(pod), "labels": labels}
     src = owner if owner is not None else pod
     src_meta = meta.meta(src)
     if src_meta.get("uid"):
@@ -102,6 +110,22 @@ def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerCo
                                        "name": src_meta.get("name"), "uid": src_meta.get("uid")}]
     return {"apiVersion": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}", "kind": "PodGroup",
             "metadata": pg_meta, "spec": spec}
+
+
+def podgroup_labels(pod: Obj, owners: OwnerIndex, pool_key: str) -> dict[str, str]:
+    """The labels KAI's podgrouper gives the PodGroup it makes for a pod: every label of the pod's top owner (the pod
+    itself when it has none), then the pod's ``user`` label and its node-pool label where the owner has none
+    (defaultgrouper CalcPodGroupLabels, default_grouper.go:119-131; pod_controller.go:215-231 addNodePoolLabel), so a
+    workload labelled for a scheduling shard lands in that shard (``Partition.takes_workload`` reads the same)."""
+    labels = {str(k): str(v) for k, v in meta.labels_of(top_owner(pod, owners)[2]).items()}
+    own = meta.labels_of(pod)
+    for key in (_USER_LABEL, pool_key):
+        if key and key not in labels and key in own:
+            labels[key] = str(own[key])
+    return labels
+
+
+_USER_LABEL = "user"  # (KAI podgrouper constants.UserLabelKey)
 
 
 def create_podgroups(client: KubeClient, podgroups: list[Obj], pool: Executor | None = None) -> list[Obj]:
