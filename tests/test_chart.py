@@ -240,3 +240,15 @@ def test_gpu_sharing_runtime_classes_take_kais_names(helm: Helm) -> None:
     assert "Namespace" not in kinds(objs)
     older = kaid_config(objects(helm.template({"admission": {"gpuPodRuntimeClassName": "old"}}))).gpuSharing
     assert older.runtimeClassName == "old" and not older.enabled  # off by default: bookkeeping only
+
+
+def test_scheduling_shard_values(helm: Helm) -> None:
+    default = kaid_config(objects(helm.template()))
+    assert (default.nodePoolLabelKey, default.partitionLabelValue) == ("kai.scheduler/node-pool", "")
+    assert default.leaderElection.name == "kai-scheduler"
+    shard = kaid_config(objects(helm.template({"global": {"nodePoolLabelKey": "example.com/pool"},
+                                               "scheduler": {"partitionLabelValue": "GPU_a.1"}})))
+    assert (shard.nodePoolLabelKey, shard.partitionLabelValue) == ("example.com/pool", "GPU_a.1")
+    assert shard.leaderElection.name == "kai-scheduler-gpu-a-1"  # a lease of its own: both shards act
+    everything = kaid_config(objects(helm.template({"config": {"nodePoolLabelKey": ""}})))
+    assert everything.nodePoolLabelKey == ""

@@ -70,7 +70,8 @@ securityContext:
 {{- $derived := dict
   "defaultQueue" .Values.defaultQueue.childName
   "placement" (dict "gpu" .Values.scheduler.placementStrategy "cpu" .Values.scheduler.placementStrategy)
-  "leaderElection" (dict "enabled" .Values.global.leaderElection "namespace" .Release.Namespace "name" "kai-scheduler")
+  "leaderElection" (dict "enabled" .Values.global.leaderElection "namespace" .Release.Namespace "name" (include "kai.leaseName" .))
+  "partitionLabelValue" .Values.scheduler.partitionLabelValue
   "metricsPort" .Values.scheduler.ports.metricsPort
   "gpuSharing" (dict
     "enabled" .Values.global.gpuSharing
@@ -83,7 +84,19 @@ securityContext:
     "cdi" .Values.admission.cdi)
   "webhook" (dict "namespace" .Release.Namespace "port" .Values.admission.ports.webhookPort)
 -}}
+{{- if .Values.global.nodePoolLabelKey }}
+{{- $_ := set $derived "nodePoolLabelKey" .Values.global.nodePoolLabelKey }}
+{{- end }}
 {{- toYaml (mustMergeOverwrite $derived (deepCopy .Values.config)) -}}
+{{- end -}}
+
+{{/* The scheduler's leader-election lease: one per scheduling shard, so that two shards' schedulers both act. */}}
+{{- define "kai.leaseName" -}}
+{{- if .Values.scheduler.partitionLabelValue -}}
+kai-scheduler-{{ .Values.scheduler.partitionLabelValue | lower | replace "_" "-" | replace "." "-" | trunc 49 | trimSuffix "-" }}
+{{- else -}}
+kai-scheduler
+{{- end -}}
 {{- end -}}
 
 
