@@ -184,7 +184,7 @@ def test_a_workloads_podgroup_decides_where_it_has_one() -> None:
 
 
 def test_podgrouper_copies_the_top_owners_labels_and_keeps_to_its_shard() -> None:
-    owner = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+    owner: Obj = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
         "name": "w", "namespace": "default", "uid": "u1", "labels": {"team": "nlp", NODE_POOL_LABEL: "a"}}, "spec": {}}
     worker = pod("w-0", gpus=1, queue="qa", labels={"user": "ann", NODE_POOL_LABEL: "b", "role": "worker"})
     worker["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "u1",
