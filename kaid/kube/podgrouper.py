@@ -24,10 +24,9 @@ from kaid.model.grouping import (
     annotated_durations,
     group_for_pod,
     podgrouper_skipped_by,
-    top_owner,
     workload_labels,
 )
-from kaid.model.partition import Partition
+from kaid.model.partition import Partition, workload_owner
 from kaid.model.pods import is_reservation_pod
 from kaid.model.vocabulary import FINISHED_PHASES
 
@@ -42,15 +41,17 @@ def podgroups_to_create(objects: list[Obj], cfg: SchedulerConfig) -> list[Obj]:
     out: dict[tuple[str, str], Obj] = {}
     part = Partition(cfg)
     for pod in inp.pods:
-        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, inp.owners) is not None or \
-                not part.takes_workload(pod, inp.owners):
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, inp.owners) is not None:
             continue
         info = group_for_pod(pod, inp.owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue  # its owner is not seen yet: it decides the gang, so wait for it
         key = (meta.namespace(pod), info.name)
-        if key not in existing and key not in out:
-            out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg, inp.owners)
+        if key in existing or key in out:
+            continue
+        labels = podgroup_labels(pod, workload_owner(pod, info, inp.owners), cfg.nodePoolLabelKey)
+        if part.takes_labels(labels):  # (else another scheduling shard's workload: its scheduler makes the PodGroup)
+            out[key] = _podgroup(pod, info, inp.namespaces.get(key[0]), cfg, labels)
     return list(out.values())
 
 
@@ -60,13 +61,14 @@ def podgroup_for(pods: list[Obj], owners: OwnerIndex, namespaces: Mapping[str, O
     from the first that needs one and whose owner has been seen; None when none does."""
     part = Partition(cfg)
     for pod in pods:
-        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, owners) is not None or \
-                not part.takes_workload(pod, owners):
+        if not _needs_podgroup(pod, cfg) or podgrouper_skipped_by(pod, owners) is not None:
             continue
         info = group_for_pod(pod, owners)
         if info.owner is None and info.owner_kind in WATCHED_OWNER_KINDS:
             continue
-        return _podgroup(pod, info, namespaces.get(meta.namespace(pod)), cfg, owners)
+        labels = podgroup_labels(pod, workload_owner(pod, info, owners), cfg.nodePoolLabelKey)
+        if part.takes_labels(labels):
+            return _podgroup(pod, info, namespaces.get(meta.namespace(pod)), cfg, labels)
     return None
 
 
@@ -82,9 +84,9 @@ def _needs_podgroup(pod: Obj, cfg: SchedulerConfig) -> bool:
         not is_reservation_pod(pod, cfg.gpuSharing)
 
 
-def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig, owners: OwnerIndex) -> Obj:
+def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerConfig, labels: dict[str, str]) -> Obj:
     """The PodGroup of a pod's workload: its gang size, what the workload's labels say, and the labels of its top
-    owner (``podgroup_labels``)."""
+    owner (``labels``, ``podgroup_labels``: written here)."""
     owner = info.owner
     wl = workload_labels(pod, owner if owner is not pod else None, namespace, cfg.queueLabelKeys)
     spec: Obj = {"minMember": info.min_member, "queue": wl.queue or cfg.defaultQueue}
@@ -100,7 +102,6 @@ def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerCo
             tc["preferredTopologyLevel"] = wl.preferred_level
         spec["topologyConstraint"] = tc
     spec.update(annotated_durations(pod, owner if owner is not pod else None)[0])
-    labels = podgroup_labels(pod, owners, cfg.nodePoolLabelKey)
     labels.update({"kai.scheduler/created-by": "kaid", c.QUEUE_LABEL: spec["queue"]})
     pg_meta: Obj = {"name": info.name, "namespace": meta.namespace(pod), "labels": labels}
     src = owner if owner is not None else pod
@@ -112,12 +113,12 @@ def _podgroup(pod: Obj, info: GroupInfo, namespace: Obj | None, cfg: SchedulerCo
             "metadata": pg_meta, "spec": spec}
 
 
-def podgroup_labels(pod: Obj, owners: OwnerIndex, pool_key: str) -> dict[str, str]:
-    """The labels KAI's podgrouper gives the PodGroup it makes for a pod: every label of the pod's top owner (the pod
-    itself when it has none), then the pod's ``user`` label and its node-pool label where the owner has none
+def podgroup_labels(pod: Obj, top: Obj | None, pool_key: str) -> dict[str, str]:
+    """The labels KAI's podgrouper gives the PodGroup it makes for a pod: every label of the pod's top owner ``top``
+    (the pod itself when it has none), then the pod's ``user`` label and its node-pool label where the owner has none
     (defaultgrouper CalcPodGroupLabels, default_grouper.go:119-131; pod_controller.go:215-231 addNodePoolLabel), so a
-    workload labelled for a scheduling shard lands in that shard (``Partition.takes_workload`` reads the same)."""
-    labels = {str(k): str(v) for k, v in meta.labels_of(top_owner(pod, owners)[2]).items()}
+    workload labelled for a scheduling shard lands in that shard (``Partition.takes_owned`` reads the same)."""
+    labels = dict(meta.labels_of(top))
     own = meta.labels_of(pod)
     for key in (_USER_LABEL, pool_key):
         if key and key not in labels and key in own:

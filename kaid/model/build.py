@@ -21,7 +21,7 @@ from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot, own_errors
-from kaid.model.partition import Partition, podgroup_key
+from kaid.model.partition import Partition, podgroup_key, workload_owner
 from kaid.model.pods import (
     PodReader,
     annotation_text,
@@ -244,13 +244,14 @@ PodGroupKeys = tuple[set[str], set[str]]
 def in_partition(obj: Obj, pg: Any, namespace: str, part: Partition, pgs: PodGroupKeys, owners: OwnerIndex) -> bool:
     """Whether one of this scheduler's pods is in its shard: the PodGroup it names is not another shard's; naming
     none, the PodGroup of its workload (``group_for_pod``) where there is one, else its workload's labels
-    (``Partition.takes_workload``). ``pg``: its PodGroup annotation as read."""
+    (``Partition.takes_owned``). ``pg``: its PodGroup annotation as read."""
     foreign, taken = pgs
     pg_name = "" if pg is None else str(pg)
     if pg_name:
         return f"{namespace}/{pg_name}" not in foreign
-    key = f"{namespace}/{group_for_pod(obj, owners).name}"
-    return key not in foreign and (key in taken or part.takes_workload(obj, owners))
+    info = group_for_pod(obj, owners)
+    key = f"{namespace}/{info.name}"
+    return key not in foreign and (key in taken or part.takes_owned(obj, workload_owner(obj, info, owners)))
 
 
 def place_pod(obj: Obj, pod: Pod, ours: bool, anns: Obj | None = None) -> int | None:

@@ -53,7 +53,7 @@ from kaid.model.objects import (
     own_errors,
     zero,
 )
-from kaid.model.partition import Partition
+from kaid.model.partition import Partition, workload_owner
 from kaid.model.pods import is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
@@ -434,10 +434,12 @@ class LiveModel:
         placed = read_pod(obj, entry.problems)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)
+        job_key: str | None = ""  # (its job's key, where the partition's check has found it)
         if ours and not entry.reservation and self.part.key:
             pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
-            if (self.foreign_pgs or not pg_name) and not self._in_partition(key, entry, obj, placed.namespace,
-                                                                            pg_name):
+            if self.foreign_pgs or not pg_name:
+                job_key = self._in_partition(key, entry, obj, placed.namespace, pg_name)
+            if job_key is None:
                 ours = False  # another shard's: what it holds on a node of the partition, nothing more
                 if not placed.node:
                     return
@@ -456,7 +458,7 @@ class LiveModel:
         if entry.reservation or not ours or (not placed.node and placed.releasing):
             return
         entry.included = True
-        entry.job = job = self._job_key(key, entry, obj, placed.namespace, pg_name)
+        entry.job = job = self._job_key(key, entry, obj, placed.namespace, pg_name, job_key or "")
         members = self.job_pods.get(job)
         if members is None or job not in self.podgroups:
             self.job_order = None
@@ -466,28 +468,32 @@ class LiveModel:
             entry.waiting = placed.uid
             self._wait(placed.uid, 1)
 
-    def _in_partition(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str) -> bool:
-        """``build.in_partition``; a pod out of it is indexed by what put it out: the PodGroup it names
-        (``foreign_pods``), else the owners looked up (``owner_pods``). ``pg_name``: its PodGroup annotation."""
+    def _in_partition(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str) -> str | None:
+        """``build.in_partition``: its job's key, or None out of the partition; a pod out of it is indexed by what put
+        it out: the PodGroup it names (``foreign_pods``), else the owners looked up (``owner_pods``). ``pg_name``: its
+        PodGroup annotation."""
         if pg_name:
             pg = f"{namespace}/{pg_name}"
             if pg not in self.foreign_pgs:
-                return True
+                return pg
         else:
-            pg = f"{namespace}/{group_for_pod(obj, self.owners).name}"
-            if pg not in self.foreign_pgs and (pg in self.podgroups or self.part.takes_workload(obj, self.owners)):
-                return True
+            info = group_for_pod(obj, self.owners)
+            pg = f"{namespace}/{info.name}"
+            if pg not in self.foreign_pgs and (pg in self.podgroups or
+                                               self.part.takes_owned(obj, workload_owner(obj, info, self.owners))):
+                return pg
             entry.chain = _owner_chain(obj, self.owners)
             for okey in entry.chain:
                 self.owner_pods.setdefault(okey, set()).add(key)
         entry.foreign = pg  # (a PodGroup of that name in the partition would take it)
         self.foreign_pods.setdefault(pg, set()).add(key)
-        return False
+        return None
 
-    def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str | None = None) -> str:
+    def _job_key(self, key: str, entry: _PodEntry, obj: Obj, namespace: str, pg_name: str | None = None,
+                 known: str = "") -> str:
         """The key of the pod's job: the PodGroup it names, else its workload's (the owners looked up are indexed,
         so that the pod is grouped again when one of them changes). ``pg_name``: its PodGroup annotation, where the
-        caller has read it."""
+        caller has read it; ``known``: the key, where the caller has found it (``_in_partition``)."""
         if pg_name is None:
             pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
         if pg_name:
@@ -495,7 +501,7 @@ class LiveModel:
         entry.chain = _owner_chain(obj, self.owners)
         for okey in entry.chain:
             self.owner_pods.setdefault(okey, set()).add(key)
-        return f"{namespace}/{group_for_pod(obj, self.owners).name}"
+        return known or f"{namespace}/{group_for_pod(obj, self.owners).name}"
 
     def _read_node(self, name: str) -> None:
         """A node with the pods that hold resources on it accounted, in a cold build's order."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
-from kaid.model.grouping import OwnerIndex, top_owner
+from kaid.model.grouping import GroupInfo, OwnerIndex, top_owner
 
 Obj = dict[str, Any]
 
@@ -56,17 +56,22 @@ class Partition:
         found = labels.get(key)
         return found is not None and str(found) == self.value
 
-    def takes_workload(self, pod: Obj, owners: OwnerIndex) -> bool:
-        """Whether a pod that names no PodGroup is in the partition: its top owner's node-pool label, else its own
-        (the labels of the PodGroup made for it)."""
+    def takes_owned(self, pod: Obj, owner: Obj | None) -> bool:
+        """Whether a pod that names no PodGroup is in the partition: by its top owner's node-pool label (``owner``,
+        ``workload_owner``; None: not found), else its own (the labels of the PodGroup made for it)."""
         key = self.key
         if not key:
             return True
-        owner = top_owner(pod, owners)[2]
         labels = meta.labels_of(owner)
-        if key not in labels:
+        if key not in labels and owner is not pod:
             labels = meta.labels_of(pod)
         return self.takes_labels(labels)
+
+
+def workload_owner(pod: Obj, info: GroupInfo, owners: OwnerIndex) -> Obj | None:
+    """The pod's top owner object (``grouping.top_owner``; None: not found), which ``info`` (``group_for_pod``) holds
+    unless the pod is grouped by its job id."""
+    return info.owner if info.owner_kind != "JobId" else top_owner(pod, owners)[2]
 
 
 def podgroup_key(obj: Obj) -> str:
