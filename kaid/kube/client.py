@@ -93,6 +93,8 @@ class _Connection:
         self.sock = sock
         self.generation = generation  # of the client's credentials when it was made (a new certificate: a new one)
         self.buf = b""
+        self.gather = 0.0  # while a watch is read with ``gather`` (``KubeClient.watch``): see ``_recv``
+        self.last_read = 0.0  # (time.monotonic) when a read last returned
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -195,10 +197,23 @@ class _Connection:
             self.buf = buf[pos:]
 
     def _recv(self) -> bytes:
+        if self.gather and time.monotonic() - self.last_read < self.gather and not self._waiting():
+            time.sleep(self.gather)  # (a watch whose events come often: see KubeClient.watch)
         chunk = self.sock.recv(65536)
+        self.last_read = time.monotonic()
         if not chunk:
             raise ConnectionError("the API server closed the connection without a whole answer")
         return chunk
+
+    def _waiting(self) -> bool:
+        """Bytes have come that a read would return now."""
+        sock = self.sock
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        try:
+            return bool(select.select([sock], [], [], 0)[0])
+        except (OSError, ValueError, TypeError):
+            return True  # (the read says what is wrong)
 
     def _upto(self, size: int) -> Iterator[bytes]:
         """The next ``size`` bytes, in the pieces they arrive in."""
@@ -388,10 +403,11 @@ class KubeClient:
             log.info("%s %s: 401 Unauthorized; sent again with fresh credentials", method, target.split("?", 1)[0])
         return bool(fresh)
 
-    def _stream(self, target: str, timeout: float) -> Iterator[bytes]:
+    def _stream(self, target: str, timeout: float, gather: float = 0.0) -> Iterator[bytes]:
         """GET ``target`` (a list or a watch) over a kept connection, or a new one: the pieces of the answer's body as
         they arrive; ApiError from 400 on; after a 401, as ``_exchange``. ``timeout``: for each read. The connection
-        is kept for another request once the whole answer is read, closed if the reader stops before."""
+        is kept for another request once the whole answer is read, closed if the reader stops before. ``gather``:
+        see ``watch``."""
         for attempt in (0, 1):
             token = self._credentials()
             request = self._head("GET", target, None, None, token)
@@ -400,12 +416,14 @@ class KubeClient:
             try:
                 status, reason, framing, keep = conn.begin(request, timeout)
                 if status < 400:
+                    conn.gather = gather
                     yield from conn.pieces(framing)
                     whole = True
                     return
                 answer = b"".join(conn.pieces(framing))
                 whole = True
             finally:
+                conn.gather = 0.0
                 if whole and keep:
                     self._checkin(conn)
                 else:
@@ -494,13 +512,17 @@ class KubeClient:
     def strategic_patch(self, path: str, patch: Obj) -> Obj:
         return self.request("PATCH", path, patch, content_type="application/strategic-merge-patch+json")
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Generator[Obj, None, None]:
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              gather: float = 0.0) -> Generator[Obj, None, None]:
         """Events of a watch from ``resource_version``; ends when the server closes the stream. Objects come
-        without ``metadata.managedFields``, as a list's items do."""
+        without ``metadata.managedFields``, as a list's items do. ``gather``: a read within this many seconds of the
+        last one (the events come often) waits this long first, unless bytes are there already, so that it takes
+        what came meanwhile at once: while events come often they are seen up to this much later, after a quiet
+        spell at once (see ``kaid.kube.cache.WATCH_GATHER_S``)."""
         params = {"watch": "1", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                   "timeoutSeconds": str(timeout_seconds)}
         rest = b""  # the start of an event whose end has not come yet
-        for piece in self._stream(f"{path}?{urlencode(params)}", timeout_seconds + 30):
+        for piece in self._stream(f"{path}?{urlencode(params)}", timeout_seconds + 30, gather):
             if rest:  # (as a rule each piece is one whole event: an HTTP chunk, which the API server writes per event)
                 piece, rest = rest + piece, b""
             start = 0
