@@ -47,9 +47,9 @@ def find(objs: list[Obj], kind: str, name: str) -> Obj:
     return matches[0]
 
 
-def kaid_config(objs: list[Obj]) -> SchedulerConfig:
-    """The scheduler's config file as rendered, validated by kaid's own model."""
-    data = yaml.safe_load(find(objs, "ConfigMap", "kai-scheduler-config")["data"]["config.yaml"])
+def kaid_config(objs: list[Obj], config_map: str = "kai-scheduler-config") -> SchedulerConfig:
+    """A scheduler's config file as rendered, validated by kaid's own model."""
+    data = yaml.safe_load(find(objs, "ConfigMap", config_map)["data"]["config.yaml"])
     return SchedulerConfig.model_validate(data)
 
 
@@ -252,3 +252,39 @@ def test_scheduling_shard_values(helm: Helm) -> None:
     assert shard.leaderElection.name == "kai-scheduler-gpu-a-1"  # a lease of its own: both shards act
     everything = kaid_config(objects(helm.template({"config": {"nodePoolLabelKey": ""}})))
     assert everything.nodePoolLabelKey == ""
+
+
+def test_one_release_runs_a_scheduler_per_shard(helm: Helm) -> None:
+    """scheduler.shards: KAI's SchedulingShards in one release, each its own config, Deployment and lease."""
+    objs = objects(helm.template({"scheduler": {"shards": [
+        {"partitionLabelValue": "pool-a"}, {"partitionLabelValue": "Pool_B", "placementStrategy": "spread",
+                                            "replicas": 1}]}}))
+    schedulers = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"
+                  and o["spec"]["template"]["spec"]["containers"][0]["args"][0] == "run"}
+    assert set(schedulers) == {"kai-scheduler", "kai-scheduler-pool-a", "kai-scheduler-pool-b"}
+    selectors = [tuple(sorted(d["spec"]["selector"]["matchLabels"].items())) for d in schedulers.values()]
+    assert len(set(selectors)) == 3  # no Deployment adopts another's pods
+    shards = {}
+    for name, deployment in schedulers.items():
+        volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        shards[name] = kaid_config(objs, volumes["config"]["configMap"]["name"])
+        assert deployment["spec"]["template"]["metadata"]["labels"].items() >= \
+            deployment["spec"]["selector"]["matchLabels"].items()
+    assert {n: (c.partitionLabelValue, c.leaderElection.name) for n, c in shards.items()} == {
+        "kai-scheduler": ("", "kai-scheduler"), "kai-scheduler-pool-a": ("pool-a", "kai-scheduler-pool-a"),
+        "kai-scheduler-pool-b": ("Pool_B", "kai-scheduler-pool-b")}
+    assert shards["kai-scheduler-pool-b"].placement.gpu == "spread"
+    assert shards["kai-scheduler-pool-a"].placement.gpu == "binpack"  # unset: the scheduler's
+    assert schedulers["kai-scheduler-pool-b"]["spec"]["replicas"] == 1
+    budgets = {o["metadata"]["name"] for o in objs if o["kind"] == "PodDisruptionBudget"}
+    assert budgets == {"kai-scheduler", "kai-scheduler-pool-a"}  # pool-b runs one pod
+
+
+@pytest.mark.parametrize("shards, message", [
+    ([{"partitionLabelValue": "a.b"}, {"partitionLabelValue": "a_b"}], r"shards\[1\].*as scheduler.shards\[0\]"),
+    ([{"partitionLabelValue": ""}], "partitionLabelValue"),
+    ([{"placementStrategy": "spread"}], "missing property 'partitionLabelValue'"),
+], ids=["two-values-one-name", "empty-value", "no-value"])
+def test_shards_that_would_share_a_scheduler_are_refused(helm: Helm, shards: list[Obj], message: str) -> None:
+    with pytest.raises(HelmError, match=message):
+        helm.template({"scheduler": {"shards": shards}})

@@ -116,3 +116,83 @@ namespaceSelector:
   matchExpressions:
     - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}
 {{- end -}}
+
+{{/* One scheduler: its config file (ConfigMap) and its Deployment. The argument is the chart's context with the
+     scheduler's own values and .Component, the name of its objects (kai-scheduler, or kai-scheduler-<shard>). */}}
+{{- define "kai.schedulerConfigMap" -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Component }}-config
+  namespace: {{ .Release.Namespace }}
+  labels: {{- include "kai.labels" .Component | nindent 4 }}
+data:
+  # Validated by kaid at start (kaid/api/config.py); a bad value stops it with a message naming the field.
+  config.yaml: |
+    {{- include "kai.config" . | nindent 4 }}
+{{- end -}}
+
+{{- define "kai.schedulerDisruptionBudget" -}}
+{{- if and .Values.scheduler.podDisruptionBudget.enabled (gt (int .Values.scheduler.replicas) 1) }}
+# A drain never takes every scheduler pod at once.
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .Component }}
+  namespace: {{ .Release.Namespace }}
+  labels: {{- include "kai.labels" .Component | nindent 4 }}
+spec:
+  maxUnavailable: {{ .Values.scheduler.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels: {app.kubernetes.io/name: {{ .Component }}}
+{{- end }}
+{{- end -}}
+
+{{- define "kai.schedulerDeployment" -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Component }}
+  namespace: {{ .Release.Namespace }}
+  labels: {{- include "kai.labels" .Component | nindent 4 }}
+spec:
+  replicas: {{ .Values.scheduler.replicas }}   # with leader election one acts, the others stand by
+  selector:
+    matchLabels: {app.kubernetes.io/name: {{ .Component }}}
+  template:
+    metadata:
+      labels: {{- include "kai.labels" .Component | nindent 8 }}
+      annotations:
+        # A changed config rolls the pods.
+        kai.scheduler/config-sha256: {{ include "kai.config" . | sha256sum | trunc 16 }}
+    spec:
+      serviceAccountName: kai-scheduler
+      {{- include "kai.podCommon" . | trim | nindent 6 }}
+      containers:
+        - name: kaid
+          image: {{ include "kai.image" . }}
+          imagePullPolicy: {{ .Values.global.imagePullPolicy }}
+          args: [run, --config, /etc/kai/config.yaml, --identity, $(POD_NAME)]
+          env:
+            - name: POD_NAME
+              valueFrom: {fieldRef: {fieldPath: metadata.name}}
+          ports:
+            - {name: metrics, containerPort: {{ .Values.scheduler.ports.metricsPort }}}
+          readinessProbe:
+            httpGet: {path: /readyz, port: metrics}
+            periodSeconds: 5
+          livenessProbe:
+            httpGet: {path: /healthz, port: metrics}
+            initialDelaySeconds: 30
+            periodSeconds: 10
+          resources: {{- toYaml .Values.scheduler.resources | nindent 12 }}
+          {{- include "kai.containerSecurityContext" . | nindent 10 }}
+          volumeMounts:
+            - {name: config, mountPath: /etc/kai, readOnly: true}
+            - {name: tmp, mountPath: /tmp}
+      volumes:
+        - name: config
+          configMap: {name: {{ .Component }}-config}
+        - name: tmp
+          emptyDir: {}
+{{- end -}}
