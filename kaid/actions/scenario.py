@@ -22,6 +22,7 @@ from kaid.placement import gang
 WAITING = frozenset({PodStatus.PENDING, PodStatus.EVICTED})  # in a scenario, an evicted pod waits to be placed again
 # (module constants: an enum member read through its class is an attribute lookup through ``EnumType.__getattr__``)
 _PENDING, _EVICTED, _PIPELINED = PodStatus.PENDING, PodStatus.EVICTED, PodStatus.PIPELINED
+_ACTIVE = gangs.ACTIVE
 _FLIP = bytes([1, 0]) + bytes(254)  # a translation of a mask of 0s and 1s to its complement
 
 
@@ -99,9 +100,19 @@ def tasks(att: Attempt, job: Job) -> list[Pod]:
 
 
 def held_by(job: Job) -> Vec:
-    pods = [p for p in job.pods if gangs.is_active(p)]
-    return (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in pods),
-            sum(p.cpu for p in pods), sum(p.mem for p in pods))
+    """What the job's active pods hold (``gangs.is_active``), GPUs in milli-GPU sized without a node: one pass over
+    its pods (a list of the active ones and three sums over it cost an order of victims and allocate's order 1.6% of
+    a bench_victims first-fit cycle's opcodes)."""
+    g = c = m = 0
+    for p in job.pods:
+        if p.status in _ACTIVE and not p.releasing:  # (``gangs.is_active``, inline)
+            if p.gpu_whole:
+                g += p.gpu_whole * 1000
+            elif p.frac_devices:
+                g += p.gpu_milli_on(None)
+            c += p.cpu
+            m += p.mem
+    return g, c, m
 
 
 def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False,
