@@ -1,8 +1,10 @@
-"""What a session works out once per cycle, read at C speed or in one pass, is what the plain readings give: the
-schedulable capacity (``Session.total``, ``session.capacity``: ``Snapshot.capacity``), the smallest GPU (``small_ref``:
-the first node of the least GPU memory among those that publish it), the pods on their way out (``releasing``), and
-what a job's active pods hold (``scenario.held_by``, read by every job order), on random nodes and pods (issue 15:
-bench_victims' first-fit cycle, 2.1% of its opcodes)."""
+"""What a session works out once per cycle, read at C speed, is what the plain readings give: the schedulable capacity
+(``Session.total``, ``session.capacity``: ``Snapshot.capacity``), the smallest GPU (``small_ref``: the first node of the
+least GPU memory among those that publish it), the pods on their way out (``releasing``), the jobs of each queue in the
+snapshot's order (``jobs_in``, ``places``); and what the actions ask again and again: what a job's active pods hold
+(``scenario.held_by``, read by every job order), what pods request (``session.job_request``), what every queue held as
+an attempt began (``reclaimable.Before``), on random nodes, pods and jobs (issue 15: bench_victims' first-fit cycle,
+4.1% of its opcodes)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kaid.actions import gangs
+from kaid.actions.reclaimable import Before, _le, within
 from kaid.actions.scenario import held_by
-from kaid.actions.session import STUCK_RELEASING_SECONDS, Session, capacity
+from kaid.actions.session import STUCK_RELEASING_SECONDS, Session, capacity, job_request
 from kaid.api.config import SchedulerConfig
-from kaid.model.objects import Job, Node, Pod, Snapshot
+from kaid.model.objects import Job, Node, Pod, Queue, Snapshot
 from kaid.model.vocabulary import PodStatus
 from kaid.placement.index import NodeIndex
 
@@ -79,3 +82,43 @@ def test_what_a_job_holds_is_the_plain_sum(data: st.DataObject) -> None:
     active = [p for p in job.pods if gangs.is_active(p)]
     assert held_by(job) == (sum(p.gpu_milli_on(None) for p in active), sum(p.cpu for p in active),
                             sum(p.mem for p in active))
+
+
+@given(st.data())
+def test_what_pods_request_is_the_plain_sum(data: st.DataObject) -> None:
+    ns = data.draw(nodes())
+    ps = data.draw(pods(ns))
+    ref = data.draw(st.sampled_from([None, *ns]))
+    assert job_request(ps, ref) == (sum(p.gpu_milli_on(ref) for p in ps), sum(p.cpu for p in ps),
+                                    sum(p.mem for p in ps))
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", "", "a-1"]), max_size=20))
+def test_the_jobs_of_a_queue_come_in_the_snapshots_order(queues: list[str]) -> None:
+    jobs = {}
+    for i, name in enumerate(queues):
+        job = Job("ns", f"j{i:02}")
+        job.queue = name
+        jobs[f"ns/{i:02}"] = job
+    s = Session(Snapshot([], {}, jobs, [], {}, {}, NOW), NodeIndex([]), SchedulerConfig())
+    for name in {"a", "b", "c", "", "a-1", "none"}:
+        plain = [j for j in jobs.values() if j.queue == name]
+        assert s.jobs_in(name) == plain
+        assert s.places(name) == {id(j): i for i, j in enumerate(plain)}
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(-5, 5), min_size=3, max_size=3),
+                          st.lists(st.integers(-5, 5), min_size=3, max_size=3)), max_size=6),
+       st.lists(st.integers(-1, 5), min_size=3, max_size=3), st.lists(st.integers(-1, 5), min_size=3, max_size=3))
+def test_what_the_queues_held_is_copied(held: list[tuple[list[int], list[int]]], a: list[int], b: list[int]) -> None:
+    qs = []
+    for i, (allocated, np) in enumerate(held):
+        q = Queue(f"q{i}")
+        q.allocated, q.alloc_np = allocated, np
+        qs.append(q)
+    before = Before.of(iter(qs))
+    assert before.allocated == {q.name: q.allocated for q in qs}
+    assert before.non_preemptible == {q.name: q.alloc_np for q in qs}
+    assert all(before.allocated[q.name] is not q.allocated and before.non_preemptible[q.name] is not q.alloc_np
+               for q in qs)
+    assert within(a, b) == all(_le(x, y) for x, y in zip(a, b, strict=True))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from kaid.actions.order import allocatable, within_deserved
 from kaid.model.objects import UNLIMITED, Queue, Reason
@@ -30,7 +31,7 @@ def _le(a: int, b: int) -> bool:
 
 
 def within(held: Iterable[int], cap: Iterable[int]) -> bool:
-    return all(_le(a, b) for a, b in zip(held, cap, strict=True))
+    return all(b == UNLIMITED or a <= b for a, b in zip(held, cap, strict=True))  # (``_le``, inline)
 
 
 def _plus(a: Iterable[int], b: Iterable[int]) -> list[int]:
@@ -93,8 +94,13 @@ class Before:
 
     @classmethod
     def of(cls, queues: Iterable[Queue]) -> Before:
-        qs = list(queues)
-        return cls({q.name: list(q.allocated) for q in qs}, {q.name: list(q.alloc_np) for q in qs})
+        qs = list(queues)  # (copied at C speed: every queue, per attempt)
+        names = list(map(_NAME, qs))
+        return cls(dict(zip(names, map(list, map(_ALLOCATED, qs)), strict=True)),
+                   dict(zip(names, map(list, map(_ALLOC_NP, qs)), strict=True)))
+
+
+_NAME, _ALLOCATED, _ALLOC_NP = attrgetter("name"), attrgetter("allocated"), attrgetter("alloc_np")
 
 
 def reclaimable(queues: dict[str, Queue], reclaimer: Queue, req: Vec, preemptible: bool,

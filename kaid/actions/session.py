@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import and_, attrgetter, not_
+from itertools import compress, groupby
+from operator import and_, attrgetter, methodcaller, not_
 from typing import TYPE_CHECKING, Any
 
 from kaid.actions.carried import Roll
@@ -139,17 +139,17 @@ class Session:
 
     def jobs_in(self, queue: str) -> list[Job]:
         """The snapshot's jobs of a queue."""
-        if self._by_queue is None:
-            self._by_queue = {}
-            for job in self.snap.jobs.values():
-                self._by_queue.setdefault(job.queue, []).append(job)
+        if self._by_queue is None:  # (grouped at C speed: a stable sort by queue keeps the snapshot's order in each)
+            self._by_queue = {name: list(jobs) for name, jobs in
+                              groupby(sorted(self.snap.jobs.values(), key=_QUEUE), key=_QUEUE)}
         return self._by_queue.get(queue, [])
 
     def places(self, queue: str) -> dict[int, int]:
         """id(job) -> its index in ``jobs_in(queue)`` (made once per queue)."""
         at = self._places.get(queue)
         if at is None:
-            at = self._places[queue] = {id(job): i for i, job in enumerate(self.jobs_in(queue))}
+            jobs = self.jobs_in(queue)
+            at = self._places[queue] = dict(zip(map(id, jobs), range(len(jobs)), strict=True))
         return at
 
     @property
@@ -493,13 +493,11 @@ def capacity(nodes: list[Node]) -> Vec:
 _READY, _UNSCHEDULABLE, _GPUS = attrgetter("ready"), attrgetter("unschedulable"), attrgetter("gpus")
 _ALLOC_CPU, _ALLOC_MEM = attrgetter("alloc_cpu"), attrgetter("alloc_mem")
 _GPU_MEM, _RELEASING = attrgetter("gpu_mem_mib"), attrgetter("releasing")
+_CPU, _MEM, _QUEUE = attrgetter("cpu"), attrgetter("mem"), attrgetter("queue")
 
 
 def job_request(pods: list[Pod], ref: Node | None) -> Vec:
-    g = c = m = 0
-    for p in pods:
-        g += p.gpu_milli_on(ref)
-        c += p.cpu
-        m += p.mem
-    return g, c, m
+    """What ``pods`` request together (GPUs in milli-GPU, gpu-memory sized on ``ref``), summed at C speed (a loop in
+    Python per pod cost bench_victims' first-fit cycle 1.6% of its opcodes, 608 calls)."""
+    return sum(map(methodcaller("gpu_milli_on", ref), pods)), sum(map(_CPU, pods)), sum(map(_MEM, pods))
 
