@@ -162,11 +162,13 @@ class Pool:
                     for job in (touched or {}).values():
                         if id(job) in members:
                             self._put(line, job)
-                    # and the pool's jobs the line did not hold: pipelined by the action before (``takes``)
-                    held = {id(j) for _, j in line}
-                    for job in self.by_queue[queue]:
-                        if id(job) not in held:
-                            self._put(line, job)
+                    # and the pool's jobs the line did not hold: pipelined by the action before (``takes``), where
+                    # it holds fewer jobs than the pool has in the queue (it holds only the pool's, each once)
+                    if len(line) < len(members):
+                        held = {id(j) for _, j in line}
+                        for job in self.by_queue[queue]:
+                            if id(job) not in held:
+                                self._put(line, job)
                     self.lines[queue] = line
                 elif touched:  # in place: the jobs touched taken out where they stood (by the key the line holds
                     # them with), those of the pool put back by their keys now (every search before this one is over:
@@ -226,6 +228,13 @@ class Pool:
         if units and useful is not None and not any(useful(p) for p in units[-1].pods):
             return len(units) - 1
         return len(units)
+
+    def has_units(self, job: Job, q: Queue, now: float, least: float) -> bool:
+        """``count(session, job, ...) > 0`` for a job of ``q`` whose min runtime is ``least`` (``min_runtime``)."""
+        known = self.units.get(id(job))
+        if known is None or self._least[id(job)] != least:
+            return count_units(job, q, now, least) > 0
+        return bool(known[0])
 
     def count_line(self, session: Session, line: list[tuple[JobKey, Job]], candidate: Callable[[Job], bool],
                    action: str, claimant: Queue, useful: Callable[[Pod], bool]) -> int:
@@ -684,9 +693,13 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
             return job is not att.job and rules.candidate(session, att, job)
 
     def candidates(queue: str, line: list[tuple[JobKey, Job]]) -> Iterator[tuple[JobKey, Job]]:
+        # (``pool.count`` of each job with a unit, the queue and its min runtime read once per line: its jobs are the
+        # queue's; units are made once handed out)
+        q = session.snap.queues[queue]
+        least, now, has_units = pool.min_runtime(q, rules.action, claimant), session.snap.now, pool.has_units
         for at, (key, job) in enumerate(line):
             read[queue] = at + 1
-            if candidate(job) and pool.count(session, job, rules.action, claimant):  # (units made once handed out)
+            if candidate(job) and has_units(job, q, now, least):
                 yield key, job
 
     claimant = session.snap.queues[att.job.queue]  # (whose min runtime protects a victim, ``min_runtime``)
@@ -708,7 +721,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         if units is None:
             units = per_job[victim.key] = list(pool.known_units(session, victim, rules.action, claimant)[0])
         unit = units.pop(0)
-        return (unit if useful(unit) or units else None), bool(units)
+        return (unit if units or useful(unit) else None), bool(units)  # (only a job's last unit is asked for use)
 
     gone: dict[int, set[int]] = {}  # id(victim) -> id(pod) of the units of it handed out so far
 
@@ -772,23 +785,34 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
 def rest_of(job: Job, gone: set[int]) -> tuple[JobKey, Vec]:
     """``job_key`` and ``held_by`` of the job without the pods of ``gone`` (its units handed out): those of KAI's clone
     of the job with its other tasks (its elastic state counts the active pods left)."""
+    if not job.subgroups:  # one pod set: the pods left counted and summed in one pass (``gangs.is_active`` inline)
+        n = gpu = cpu = mem = 0
+        for p in job.pods:
+            if p.status in _ACTIVE and not p.releasing and id(p) not in gone:
+                n += 1
+                gpu += p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000
+                cpu += p.cpu
+                mem += p.mem
+        least = job.min_member
+        return (-job.priority, _BELOW if n < least else (_EXACT if n == least else _ABOVE), job.created,
+                job.key), (gpu, cpu, mem)
     left = [p for p in job.pods if id(p) not in gone and gangs.is_active(p)]
-    if not job.subgroups:
-        n, least = len(left), job.min_member
-        state = gangs.ElasticState.BELOW if n < least else (
-            gangs.ElasticState.EXACT if n == least else gangs.ElasticState.ABOVE)
-    else:
-        state = gangs.ElasticState.EXACT
-        for ps in gangs.gang_of(job).all_pod_sets():
-            n = sum(1 for p in ps.pods if id(p) not in gone and gangs.is_active(p))
-            if n < ps.min_available:
-                state = gangs.ElasticState.BELOW
-                break
-            if n > ps.min_available:
-                state = gangs.ElasticState.ABOVE
+    state = gangs.ElasticState.EXACT
+    for ps in gangs.gang_of(job).all_pod_sets():
+        n = sum(1 for p in ps.pods if id(p) not in gone and gangs.is_active(p))
+        if n < ps.min_available:
+            state = gangs.ElasticState.BELOW
+            break
+        if n > ps.min_available:
+            state = gangs.ElasticState.ABOVE
     held = (sum(p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000 for p in left),
             sum(p.cpu for p in left), sum(p.mem for p in left))
     return (-job.priority, int(state), job.created, job.key), held
+
+
+# ``rest_of`` reads these per pod, and ``gangs.ElasticState``'s values as ints
+_ACTIVE = gangs.ACTIVE
+_BELOW, _EXACT, _ABOVE = int(gangs.ElasticState.BELOW), int(gangs.ElasticState.EXACT), int(gangs.ElasticState.ABOVE)
 
 
 class _VictimOrder(Protocol):

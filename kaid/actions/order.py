@@ -590,8 +590,8 @@ class VictimTree:
     ``held``: what a job holds, read once per job (the first time it heads its leaf; ``push_rest`` tells the rest's);
     ``caps``, ``rules``, ``ties``: what the order reads of the queues, fixed in a cycle (``ByQueue._caps`` ...)."""
 
-    __slots__ = ("_allocated", "_caps", "_dirty", "_entries", "_given", "_held", "_job_keys", "_keys", "_roots",
-                 "_rules", "_ties", "held", "leaves", "queues", "total")
+    __slots__ = ("_allocated", "_caps", "_dirty", "_entries", "_fixed", "_given", "_held", "_job_keys", "_keys",
+                 "_roots", "_rules", "_ties", "held", "leaves", "queues", "total")
 
     def __init__(self, queues: dict[str, Queue], total: Vec, held: Callable[[Job], Vec],
                  caps: dict[str, tuple[int, int, int]], rules: dict[str, _Rules],
@@ -609,6 +609,7 @@ class VictimTree:
         # no job below it
         self._entries: dict[str, tuple[Key, Queue, Vec] | None] = {}
         self._dirty: dict[str, Queue] = {}  # the leaves pushed or popped since the last pop
+        self._fixed: dict[str, _Fixed] = {}  # queue -> what ``_key`` reads of it but the victims given
 
     def push(self, job: Job, key: JobKey | None = None) -> None:
         queue = self.queues.get(job.queue)
@@ -661,17 +662,14 @@ class VictimTree:
     def _refresh(self) -> None:
         """Work out again the entries of the leaves pushed or popped since the last pop, and of the queues above
         them, each once and after its children."""
-        entries, rules, caps, total, allocated = self._entries, self._rules, self._caps, self.total, self._allocated
+        entries = self._entries
         above: dict[str, Queue] = {}
         for name, leaf in self._dirty.items():
             jobs = self.leaves[name]
             if jobs:
                 taken, before = self._held_of(jobs[0]), self._given.get(name, ZERO)
                 given = (before[0] + taken[0], before[1] + taken[1], before[2] + taken[2])
-                r = rules.get(name)
-                if r is None:
-                    r = _rules_in(rules, caps, total, leaf)
-                entries[name] = (_key(r, ZERO, given, allocated[name]), leaf, given)
+                entries[name] = (self._key(leaf, given), leaf, given)
             else:
                 entries[name] = None
             q = leaf.parent
@@ -685,10 +683,30 @@ class VictimTree:
             if below is None:
                 entries[q.name] = None
                 continue
-            r = rules.get(q.name)
-            if r is None:
-                r = _rules_in(rules, caps, total, q)
-            entries[q.name] = (_key(r, ZERO, below[2], allocated[q.name]), below[1], below[2])
+            entries[q.name] = (self._key(q, below[2]), below[1], below[2])
+
+    def _key(self, q: Queue, given: Vec) -> Key:
+        """``_key`` of ``q`` with no request and the victims taken from it holding ``given``: of its rules, only the
+        dominant share with the victims taken reads ``given``; the others read what the queue holds, frozen, so they
+        are worked out once per queue (``_fixed``: a victim search's pops worked out every rule of two queues each)."""
+        fixed = self._fixed.get(q.name)
+        if fixed is None:
+            rules = self._rules.get(q.name)
+            if rules is None:
+                rules = _rules_in(self._rules, self._caps, self.total, q)
+            fixed = self._fixed[q.name] = _fixed_rules(rules, self._allocated[q.name])
+        over, beyond, priority, zero_share, share, h0, h1, h2, cap0, cap1, cap2 = fixed
+        w0 = (h0 - given[0]) / cap0 if cap0 != 0 else (h0 - given[0]) * NO_SHARE_MULTIPLIER
+        w1 = (h1 - given[1]) / cap1 if cap1 != 0 else (h1 - given[1]) * NO_SHARE_MULTIPLIER
+        w2 = (h2 - given[2]) / cap2 if cap2 != 0 else (h2 - given[2]) * NO_SHARE_MULTIPLIER
+        share_with = 0.0
+        if w0 > share_with:
+            share_with = w0
+        if w1 > share_with:
+            share_with = w1
+        if w2 > share_with:
+            share_with = w2
+        return (over, beyond, priority, zero_share, share_with, share)
 
     def _best(self, level: list[Queue]) -> tuple[Key, Queue, Vec] | None:
         """The entry of the child taken first (``ByQueue._below``'s scan, for victims): the largest key, the tie rule
@@ -708,6 +726,32 @@ class VictimTree:
             elif _tie_in(self._ties, self._caps, q, best_q) > 0:  # type: ignore[arg-type]
                 best, best_q = e, q
         return best
+
+
+# what ``VictimTree._key`` reads of a queue but the victims given: the key's rules that read only what it holds (not
+# over its fair share, within its deserved share, its priority negated, a request for what it has no share of), the
+# dominant share of what it holds, what it holds, and what each resource's share is counted against (0: none)
+_Fixed = tuple[bool, bool, int, bool, float, int, int, int, int, int, int]
+
+
+def _fixed_rules(rules: _Rules, held: list[int]) -> _Fixed:
+    """``_key``'s rules of a queue that holds ``held`` and asks for nothing, but the one that reads the victims given
+    (``VictimTree._key``): the same expressions with no request."""
+    quota0, quota1, quota2, fair0, fair1, fair2, cap0, cap1, cap2, none0, none1, none2, priority, shares = rules
+    h0, h1, h2 = held
+    zero_share = False if shares else ((none0 and h0 > 0) or (none1 and h1 > 0) or (none2 and h2 > 0))
+    d0 = h0 / cap0 if cap0 != 0 else h0 * NO_SHARE_MULTIPLIER
+    d1 = h1 / cap1 if cap1 != 0 else h1 * NO_SHARE_MULTIPLIER
+    d2 = h2 / cap2 if cap2 != 0 else h2 * NO_SHARE_MULTIPLIER
+    share = 0.0
+    if d0 > share:
+        share = d0
+    if d1 > share:
+        share = d1
+    if d2 > share:
+        share = d2
+    return (fair0 < h0 and fair1 < h1 and fair2 < h2, not (h0 <= quota0 and h1 <= quota1 and h2 <= quota2),
+            -priority, zero_share, share, h0, h1, h2, cap0, cap1, cap2)
 
 
 def _depth(q: Queue) -> int:
