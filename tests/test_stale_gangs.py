@@ -1,5 +1,6 @@
 """Stale-gang detection reads a job in one pass (``kaid.actions.stale._stale``): on random jobs, with and without
-sub-groups, pods in every status and some of them releasing, it says what the gang tree says."""
+sub-groups, pods in every status and some of them releasing, it says what the gang tree says (and, for a stale one, how
+many of its pods run)."""
 
 from __future__ import annotations
 
@@ -42,5 +43,6 @@ def test_one_pass_says_what_the_gang_tree_says() -> None:
     jobs = [_job(rng, n) for n in range(3000)]
     assert sum(_plain(j)[0] for j in jobs) > 100  # stale ones among them, and jobs that are not
     assert sum(not _plain(j)[0] and _plain(j)[1] > 0 for j in jobs) > 100
-    for job in jobs:
-        assert _stale(job) == _plain(job), [(p.status, p.releasing) for p in job.pods]
+    for job in jobs:  # (the pods running are read where the job is stale: a job that never is reads none)
+        got, plain = _stale(job), _plain(job)
+        assert got[0] == plain[0] and (not plain[0] or got[1] == plain[1]), [(p.status, p.releasing) for p in job.pods]

@@ -241,9 +241,16 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
             continue
         _charge_scenario(session)
         tried: set[tuple[int, ...]] = set()
-        for node in _job_nodes(unit.job, search.home):
-            these = sorted(i for job in on_node.get(node, ()) for i in by_job[job])
-            if not these or not first_time(tried, these):
+        nodes = search.job_nodes.get(key)
+        if nodes is None:  # (once per job and search: its pods not handed out stay where they are, and ``home`` holds
+            # where those handed out were; a gang's nodes were read again for each of its units, in each probe)
+            nodes = search.job_nodes[key] = _job_nodes(unit.job, search.home)
+        for node in nodes:
+            here = on_node.get(node)
+            if not here:  # (no potential unit there)
+                continue
+            these = sorted(i for job in here for i in by_job[job])
+            if not first_time(tried, these):
                 continue
             tally = held.copy()
             for j in these:

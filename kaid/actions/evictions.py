@@ -149,10 +149,15 @@ class Pool:
         for queue in self.queues(session, rules, att):
             line = self.lines.get(queue)
             touched = self.touched.pop(queue, None)
-            if line is None:
-                line = self.lines[queue] = sorted(((self._key(keys, j), j) for j in self.by_queue[queue]),
-                                                  key=itemgetter(0), reverse=True)
-                placed.update((id(j), key) for key, j in line)
+            if line is None:  # (each job's key read and noted as the one the line holds it with, in one pass)
+                line = self.lines[queue] = []
+                for job in self.by_queue[queue]:
+                    key = keys.get(id(job))
+                    if key is None:
+                        key = keys[id(job)] = job_key(job)
+                    placed[id(job)] = key
+                    line.append((key, job))
+                line.sort(key=itemgetter(0), reverse=True)  # (keys are unique)
             else:
                 members = self._members.get(queue)
                 if members is None:  # a line kept from the action before: its pool's jobs (a new list)
@@ -200,10 +205,13 @@ class Pool:
         search began (a search evicts only the victims it handed out, and ``lines_of`` brought the pool up to date
         as it began), without reading the search's own operations."""
         q = session.snap.queues[job.queue]
-        least = self.min_runtime(q, action, claimant)
+        return self.known_in(job, q, session.snap.now, self.min_runtime(q, action, claimant))
+
+    def known_in(self, job: Job, q: Queue, now: float, least: float) -> tuple[list[Unit], int]:
+        """``known_units`` of a job of ``q`` whose min runtime is ``least`` (``min_runtime``) at ``now``."""
         known = self.units.get(id(job))
         if known is None or self._least[id(job)] != least:
-            known = self.units[id(job)] = units_of(job, q, session.snap.now, least)
+            known = self.units[id(job)] = units_of(job, q, now, least)
             self._least[id(job)] = least
         return known
 
@@ -525,8 +533,9 @@ class Roles:
         known = {name for name, q in session.snap.queues.items() if not q.errors and not q.children}
         focus = session.focus
         fit = [j for j in session.snap.jobs.values() if not j.errors and j.queue in known]
-        possible = gangs.gang_possible
-        waiters = [j for j in fit if possible(j) and (focus is None or j.key == focus)]
+        possible = gangs.gang_possible  # (read inline for a job of one pod set)
+        waiters = [j for j in fit if (len(j.pods) >= j.min_member if not j.subgroups else possible(j)) and
+                   (focus is None or j.key == focus)]
         victims = [j for j in fit if j.preemptible]
         roles = session.roles = Roles(len(session.ops), waiters, victims, pending, running)
         return roles
@@ -763,13 +772,17 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
 
     def census() -> Iterator[Unit]:
         """Every unit ``draw`` may hand out, in no set order, without drawing (``Search.census``)."""
-        for line in lines.values():
+        now, known_in = session.snap.now, pool.known_in
+        for queue, line in lines.items():  # (``known_units`` of each job, its queue and min runtime read once per line)
+            q = session.snap.queues[queue]
+            least = pool.min_runtime(q, rules.action, claimant)
             for _, job in line:
                 if not candidate(job):  # (the streams' test: the lines hold only candidates' queues)
                     continue
-                units = pool.known_units(session, job, rules.action, claimant)[0]
+                units = known_in(job, q, now, least)[0]
+                last = len(units) - 1
                 for k, unit in enumerate(units):
-                    if k < len(units) - 1 or useful(unit):
+                    if k < last or useful(unit):
                         yield unit
 
     search = Search([], more=draw(), guards=list(session.snap.budgets), rest=rest, census=census,

@@ -9,10 +9,11 @@ Pods above a pod set's minimum are elastic: placed one at a time once the gang r
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cmp_to_key
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from kaid.api import constants as c
@@ -126,6 +127,19 @@ def task_key(pod: Pod) -> tuple[int, int, float, str]:
     return (0 if label is not None else 1, -prio, pod.created, pod.name)
 
 
+_AGE_AND_NAME = attrgetter("created", "name")
+
+
+def task_order_key(pods: list[Pod]) -> Callable[[Pod], tuple[object, ...]]:
+    """A sort key that orders ``pods`` as ``task_key`` does: their age and name where none of them has a task-priority
+    label (the first two parts of every pod's ``task_key`` are then the same), read without a call per pod."""
+    label = c.TASK_PRIORITY_LABEL
+    for p in pods:
+        if label in p.labels:
+            return task_key
+    return _AGE_AND_NAME
+
+
 def _member_order(left: GangSet | PodSet, right: GangSet | PodSet) -> int:
     """Sub-group order: an unsatisfied member first, then the lower share of its minimum."""
     def count(m: GangSet | PodSet) -> tuple[int, int]:
@@ -199,9 +213,10 @@ def _from_pods(pods: list[Pod], min_available: int, waiting: Collection[str]) ->
     pending, active = _waiting_and_active(pods, waiting)
     if len(pending) <= 1:  # no order to find among them: the one, or none
         return pending
+    key = task_order_key(pending)
     if active >= min_available:
-        return [min(pending, key=task_key)]
-    return sorted(pending, key=task_key)[: min_available - active]
+        return [min(pending, key=key)]
+    return sorted(pending, key=key)[: min_available - active]
 
 
 def from_ordered(ordered: list[Pod], min_available: int, waiting: Collection[str]) -> list[Pod]:
@@ -238,7 +253,7 @@ def _one_set_batches(job: Job, alive: list[Pod]) -> list[list[Pod]]:
     the tree's walk sorted the pods left once or more per batch: below the minimum the gang goes whole; above it the
     pods beyond the minimum go one at a time, last in task order first, then the rest together (bench_victims:
     eviction_batches was most of ``victims.units_of``)."""
-    ordered = sorted(alive, key=task_key, reverse=True)  # (no two alike: a pod's name is in its key)
+    ordered = sorted(alive, key=task_order_key(alive), reverse=True)  # (no two alike: a pod's name is in its key)
     if not ordered:
         return []
     if len(ordered) < job.min_member:

@@ -49,7 +49,7 @@ class PreemptRules:
         (``running``) has no unit, so a search hands nothing of it out and counts none (it read every candidate's pods,
         1,284 times a bench_victims cycle)."""
         job = att.job
-        return victim.queue == job.queue and victim is not job and victim.preemptible and victim.priority < job.priority
+        return victim.priority < job.priority and victim.queue == job.queue and victim is not job and victim.preemptible
 
     def candidate_queue(self, session: Session, att: Attempt, queue: str) -> bool:
         """Only the job's own queue holds candidates."""

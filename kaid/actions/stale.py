@@ -14,11 +14,13 @@ from kaid.model.vocabulary import BOUND_OR_RUNNING
 
 
 def _stale(job: Job) -> tuple[bool, int]:
-    """(below its gang minimum while some of it runs, pods running). One pass over the pods: a job without
-    sub-groups is one pod set whose minimum is its minMember (``gangs.gang_of``), so its active pods decide; a job
-    with sub-groups asks its gang tree. A job with a pod that has succeeded is never stale (KAI's
-    PodGroupInfo.IsStale, job_info.go:495: the rest of a gang that has done part of its work goes on)."""
-    if job.succeeded:
+    """(below its gang minimum while some of it runs, pods running: read where it is stale). One pass over
+    the pods: a job without sub-groups is one pod set whose minimum is its minMember (``gangs.gang_of``), so its active
+    pods decide (none where that minimum is one pod or none: every running pod is active, so where one runs the job is
+    not below it; most jobs, read pod by pod every cycle); a job with sub-groups asks its gang tree. A job with a pod
+    that has succeeded is never stale (KAI's PodGroupInfo.IsStale, job_info.go:495: the rest of a gang that has done
+    part of its work goes on)."""
+    if job.succeeded or (not job.subgroups and job.min_member <= 1):
         return False, 0
     running = active = 0
     for p in job.pods:

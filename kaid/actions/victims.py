@@ -80,6 +80,7 @@ class Search:
     count_rest: Callable[[], int] | None = None
     counted: int | None = None  # every unit's count, where ``count_rest`` told it instead of a draw (``count``)
     _last: dict[str, int] = field(default_factory=dict)  # job key -> index of its last unit drawn
+    job_nodes: dict[str, list[str]] = field(default_factory=dict)  # job key -> ``by_node._job_nodes`` of the job
 
     def __post_init__(self) -> None:
         self.home = {id(p): p.node or "" for u in self.units for p in u.pods}
@@ -217,7 +218,7 @@ def count_units(job: Job, queue: Queue, now: float, min_runtime: float,
     flags = [useful(p) for p in alive]
     if all(flags) or not any(flags):
         return count if flags[0] else count - 1
-    ordered = sorted(alive, key=gangs.task_key, reverse=True)
+    ordered = sorted(alive, key=gangs.task_order_key(alive), reverse=True)
     last = ordered[count - 1:count] if cut or elastic == n else ordered[elastic:]
     return count if any(useful(p) for p in last) else count - 1
 
