@@ -14,10 +14,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kaid.actions import evictions, scenario
-from kaid.actions.limits import PathLimits, above_limit, limit_violation
+from kaid.actions.limits import PathLimits, above_limit, charged_violation, limit_violation
 from kaid.actions.scenario import Attempt
 from kaid.actions.session import Session
-from kaid.model.objects import Job, Pod, Queue, Reason
+from kaid.model.objects import Job, Node, Pod, Queue, Reason
 from tests.equivalence import assert_same_decisions
 from tests.test_eviction_properties import SETTINGS, Case, cases, decisions_over
 
@@ -91,3 +91,40 @@ def test_limits_asked_per_request_decide_as_reading_the_path_again(case: Case) -
                           [(scenario, "above", lambda att: above_limit(att.queue, att.request))])
     event(f"put-backs checked: {'some' if seen[0] else 'none'}")
     event(f"put-backs above a limit: {'some' if seen[1] else 'none'}")
+
+
+@SETTINGS
+@given(case=limited())
+def test_limit_paths_read_once_per_cycle_answer_as_reading_them_afresh(case: Case) -> None:
+    """The paths are the session's (``Session.path_limits``), read once per cycle and shared by every attempt of
+    every action (a queue's limits and quotas are read from its spec when the snapshot is built): each answer, in
+    every attempt of a cycle, is the plain reading's, and the decisions are those of a fresh reading per attempt."""
+    Checked.asked = [0, 0]
+    made = scenario.attempt_for
+
+    def shared(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
+        att = made(session, action, job, batch)
+        assert att.limits is session.path_limits
+        if not isinstance(session.path_limits, Checked):
+            session.path_limits = Checked()
+        att.limits = session.path_limits
+        return att
+
+    assert_same_decisions(lambda: decisions_over(case, 4), [(evictions, "attempt_for", shared)],
+                          [(evictions, "attempt_for", attempts_with(Plain))])
+    event(f"scenario placements checked: {'some' if Checked.asked[0] else 'none'}")
+
+
+def test_a_gpu_memory_placement_is_checked_again_on_its_node() -> None:
+    """``charged_violation``: placements with a gpu-memory pod are checked again at what they cost on their nodes;
+    others are not."""
+    q = Queue("q")
+    q.limit, q.quota = [500, -1, -1], [0, -1, -1]
+    job = Job("ns", "j")
+    job.queue = "q"
+    small = Node("small", {}, [], False, True, 8000, 2**35, 110, 1, 10_000)
+    whole, memory = Pod("ns", "w", "w"), Pod("ns", "m", "m")
+    whole.gpu_whole = 1
+    memory.gpu_mem_mib, memory.frac_devices = 8_000, 1
+    assert charged_violation(q, job, [(whole, small, (0,))]) is None  # (not read again: no gpu-memory pod)
+    assert charged_violation(q, job, [(memory, small, (0,))]) is not None  # 800 milli-GPU of a 10 GB GPU > 500

@@ -1,10 +1,9 @@
-"""What a session works out once per cycle, read at C speed, is what the plain readings give: the schedulable capacity
-(``Session.total``, ``session.capacity``: ``Snapshot.capacity``), the smallest GPU (``small_ref``: the first node of the
-least GPU memory among those that publish it), the pods on their way out (``releasing``), the jobs of each queue in the
-snapshot's order (``jobs_in``, ``places``); and what the actions ask again and again: what a job's active pods hold
+"""What a session works out once per cycle, and what the actions ask again and again, is what the plain readings give:
+the schedulable capacity (``Session.total``, ``session.capacity``: ``Snapshot.capacity``), the smallest GPU
+(``small_ref``: the first node of the least GPU memory among those that publish it), the pods on their way out
+(``releasing``), the jobs of each queue in the snapshot's order (``jobs_in``, ``places``), what a job's active pods hold
 (``scenario.held_by``, read by every job order), what pods request (``session.job_request``), what every queue held as
-an attempt began (``reclaimable.Before``), on random nodes, pods and jobs (issue 15: bench_victims' first-fit cycle,
-4.1% of its opcodes)."""
+an attempt began (``reclaimable.Before``), on random nodes, pods, jobs and queues (issue 15)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import add
 
 from kaid.actions.order import allocatable, within_deserved
 from kaid.model.objects import UNLIMITED, Queue, Reason
@@ -35,7 +35,7 @@ def within(held: Iterable[int], cap: Iterable[int]) -> bool:
 
 
 def _plus(a: Iterable[int], b: Iterable[int]) -> list[int]:
-    return [x + y for x, y in zip(a, b, strict=True)]
+    return list(map(add, a, b))
 
 
 def _over_fair_share(q: Queue, held: list[int]) -> bool:
@@ -94,13 +94,8 @@ class Before:
 
     @classmethod
     def of(cls, queues: Iterable[Queue]) -> Before:
-        qs = list(queues)  # (copied at C speed: every queue, per attempt)
-        names = list(map(_NAME, qs))
-        return cls(dict(zip(names, map(list, map(_ALLOCATED, qs)), strict=True)),
-                   dict(zip(names, map(list, map(_ALLOC_NP, qs)), strict=True)))
-
-
-_NAME, _ALLOCATED, _ALLOC_NP = attrgetter("name"), attrgetter("allocated"), attrgetter("alloc_np")
+        qs = list(queues)
+        return cls({q.name: list(q.allocated) for q in qs}, {q.name: list(q.alloc_np) for q in qs})
 
 
 def reclaimable(queues: dict[str, Queue], reclaimer: Queue, req: Vec, preemptible: bool,

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 
 from kaid.actions import gangs, subtopo
 from kaid.actions.limits import PathLimits, charged_violation
@@ -25,8 +24,7 @@ WAITING = frozenset({PodStatus.PENDING, PodStatus.EVICTED})  # in a scenario, an
 # (module constants: an enum member read through its class is an attribute lookup through ``EnumType.__getattr__``)
 _PENDING, _EVICTED, _PIPELINED = PodStatus.PENDING, PodStatus.EVICTED, PodStatus.PIPELINED
 _ACTIVE = gangs.ACTIVE
-_STATUS, _RELEASING, _CPU, _MEM = attrgetter("status"), attrgetter("releasing"), attrgetter("cpu"), attrgetter("mem")
-_GPU_MILLI = methodcaller("gpu_milli_on", None)
+_STATUS = attrgetter("status")
 _FLIP = bytes([1, 0]) + bytes(254)  # a translation of a mask of 0s and 1s to its complement
 
 
@@ -56,7 +54,8 @@ class Attempt:
     # id(job) -> the pods of a job of one pod set in task order (``tasks``), for the scenarios' turns: the session's
     # (``Session.task_orders``, shared by every attempt of the cycle) where ``attempt_for`` made the attempt
     task_orders: dict[int, list[Pod]] = field(default_factory=dict)
-    # the limits and quotas on the paths of the queues whose jobs the scenarios place (``_place``), each read once
+    # the limits and quotas on the paths of the queues whose jobs the scenarios place (``_place``), each read once: the
+    # session's (``Session.path_limits``, shared by every attempt of the cycle) where ``attempt_for`` made the attempt
     limits: PathLimits = field(default_factory=PathLimits)
     # id(the job's whole next batch) -> ``_away_from_rest`` as the attempt found it (the job's pods beyond its whole
     # batch are pending or not as the attempt found them: no scenario places one)
@@ -81,7 +80,7 @@ class Outcome:
 def attempt_for(session: Session, action: str, job: Job, batch: list[Pod]) -> Attempt:
     """An eviction action's try for ``batch`` of ``job``'s pods, with what they request."""
     return Attempt(action, job, session.snap.queues[job.queue], batch,
-                   job_request(batch, session.small_ref), task_orders=session.task_orders)
+                   job_request(batch, session.small_ref), task_orders=session.task_orders, limits=session.path_limits)
 
 
 def request_of(session: Session) -> Callable[[Job], Vec]:
@@ -104,12 +103,20 @@ def tasks(att: Attempt, job: Job) -> list[Pod]:
 
 
 def held_by(job: Job) -> Vec:
-    """What the job's active pods hold (``gangs.is_active``), GPUs in milli-GPU sized without a node, summed at C
-    speed (a list of the active ones and three sums over it in Python cost an order of victims and allocate's order
-    1.6% of a bench_victims first-fit cycle's opcodes)."""
-    pods = job.pods
-    active = list(filterfalse(_RELEASING, compress(pods, map(_ACTIVE.__contains__, map(_STATUS, pods)))))
-    return sum(map(_GPU_MILLI, active)), sum(map(_CPU, active)), sum(map(_MEM, active))
+    """What the job's active pods hold (``gangs.is_active``), GPUs in milli-GPU sized without a node: one pass over
+    its pods (a list of the active ones and three sums over it cost an order of victims and allocate's order 1.6% of
+    a bench_victims first-fit cycle's opcodes; ``compress``/``sum(map(...))`` read fewer opcodes but cost 2-3 times the
+    CPU on a job's few pods)."""
+    g = c = m = 0
+    for p in job.pods:
+        if p.status in _ACTIVE and not p.releasing:  # (``gangs.is_active``, inline)
+            if p.gpu_whole:
+                g += p.gpu_whole * 1000
+            elif p.frac_devices:
+                g += p.gpu_milli_on(None)
+            c += p.cpu
+            m += p.mem
+    return g, c, m
 
 
 def job_order(session: Session, jobs: list[Job], victims: bool = False, frozen: bool = False,
@@ -224,7 +231,7 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
         if not all(session.restore(p) for p in u.pods if p.status == _EVICTED) or \
                 above(att):
             session.rollback(cp)
-    return Outcome([u for u in units if any(p.status == _EVICTED for p in u.pods)], moved, placed, units=list(units))
+    return Outcome([u for u in units if _EVICTED in map(_STATUS, u.pods)], moved, placed, units=list(units))
 
 
 def _room_for_batch(session: Session, att: Attempt) -> Callable[[], bool] | None:
@@ -443,8 +450,10 @@ def _take_back(session: Session, att: Attempt, job: Job, units: list[Unit], regi
     a gang moved so could be moved again for the same beneficiary a cycle later, as tests/test_eviction_properties'
     test_no_oscillation found)."""
     cp = session.checkpoint()
-    for p in (p for u in units if u.job is job for p in u.pods):
-        _back(session, att, p)
+    for u in units:
+        if u.job is job:
+            for p in u.pods:
+                _back(session, att, p)
     batch = tasks(att, job)
     if turn is not None:
         batch = batch[:turn]
