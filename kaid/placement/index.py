@@ -359,20 +359,16 @@ class NodeIndex:
     def note_releasing(self, pods: Sequence[Pod]) -> None:
         """Record the share of their devices that the shared-GPU pods of ``pods`` (releasing pods that a pipelined
         pod may count on) are releasing."""
-        at: dict[str, int] | None = None
-        for p in pods:
-            if p.frac_devices and p.devices and p.node is not None and p.key not in self.soft_at:
-                if at is None:
-                    at = {n.name: n.index for n in self.nodes}
-                i = at.get(p.node)
-                if i is not None:
-                    devs = frozenset(p.devices)
-                    self.soft.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
-                    self.soft_at[p.key] = (i, devs)
+        self._note_shares(pods, self.soft)
 
     def note_waiting(self, pods: Sequence[Pod]) -> None:
         """Record the shared-GPU pods of ``pods`` (pipelined in an earlier cycle, not bound as this one began) as
         waiting on their node's devices: a GPU group that only they hold is not allocated (``must_pipeline``)."""
+        self._note_shares(pods, self.waiting)
+
+    def _note_shares(self, pods: Sequence[Pod], into: dict[int, list[tuple[str, frozenset[int], int]]]) -> None:
+        """Each shared-GPU pod of ``pods`` not noted yet, as (key, devices, share of a device) under its node's
+        index in ``into``; ``soft_at`` says where (``soft_away`` then says when it is not there)."""
         at: dict[str, int] | None = None
         for p in pods:
             if p.frac_devices and p.devices and p.node is not None and p.key not in self.soft_at:
@@ -381,8 +377,8 @@ class NodeIndex:
                 i = at.get(p.node)
                 if i is not None:
                     devs = frozenset(p.devices)
-                    self.waiting.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
-                    self.soft_at[p.key] = (i, devs)  # (``soft_away`` then says when it is not there)
+                    into.setdefault(i, []).append((p.key, devs, p.device_share(self.nodes[i])))
+                    self.soft_at[p.key] = (i, devs)
 
     def _releasing(self, i: int, d: int) -> int:
         """What the releasing shared pods of node ``i`` hold of its device ``d`` now."""
