@@ -278,6 +278,13 @@ def test_one_release_runs_a_scheduler_per_shard(helm: Helm) -> None:
     assert schedulers["kai-scheduler-pool-b"]["spec"]["replicas"] == 1
     budgets = {o["metadata"]["name"] for o in objs if o["kind"] == "PodDisruptionBudget"}
     assert budgets == {"kai-scheduler", "kai-scheduler-pool-a"}  # pool-b runs one pod
+    service = find(objs, "Service", "kai-scheduler-metrics")["spec"]["selector"].items()
+    with_pods = [o for o in objects(helm.template({**GPU_SHARING, "scheduler": {"shards": [
+        {"partitionLabelValue": "pool-a"}]}})) if "template" in o.get("spec", {})]
+    scraped = {o["metadata"]["name"] for o in with_pods
+               if o["spec"]["template"]["metadata"]["labels"].items() >= service}
+    assert scraped == {"kai-scheduler", "kai-scheduler-pool-a"}  # every scheduler's metrics, no other component's
+    assert len(with_pods) > len(scraped)  # the webhook and the node agent are there, not scraped
 
 
 @pytest.mark.parametrize("shards, message", [

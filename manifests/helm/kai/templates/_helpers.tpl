@@ -161,7 +161,9 @@ spec:
     matchLabels: {app.kubernetes.io/name: {{ .Component }}}
   template:
     metadata:
-      labels: {{- include "kai.labels" .Component | nindent 8 }}
+      labels:
+        {{- include "kai.labels" .Component | nindent 8 }}
+        app.kubernetes.io/component: scheduler  # every shard's scheduler, for the metrics Service
       annotations:
         # A changed config rolls the pods.
         kai.scheduler/config-sha256: {{ include "kai.config" . | sha256sum | trunc 16 }}
