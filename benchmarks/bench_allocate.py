@@ -33,11 +33,13 @@ For each solver (``placement.gangSolver`` = ``cpsat`` and ``greedy``) and each o
 in the same process, alternating which solver goes first: time ``build_snapshot`` and one ``run_cycle``
 with the default config (fair share, then every action: allocate, consolidate, reclaim, preempt,
 stale-gang; each action timed on its own) with ``time.perf_counter``, under kaid's garbage collector
-settings (``--gc kaid``, the default: what ``kaid run`` decides under) or CPython's (``--gc default``),
-then read the placement quality from the decisions. Then the same at ``--scale`` times the nodes, pods
-and queues (default 4: 4,000 nodes, 40,000 pending pods, 200 queues), and the ratio of the two sizes'
-cycles. Last, per size, a fresh process measures resident memory: kaid's daemon imported, the objects
-held, the peak over a snapshot and a cycle. Report median and p99 (nearest rank: with 5 repeats it is
+settings (``--gc kaid``, the default: what ``kaid run`` decides under, cold builds frozen included: each starts
+with a full collection, timed with it, ends frozen out of the collector's sight (``kaid.model.build.freeze_builds``)
+and is released after its cycle, untimed; before that change the first young collection after a build walked all of
+its objects) or CPython's (``--gc default``), then read the placement quality from the decisions. Then the same
+at ``--scale`` times the nodes, pods and queues (default 4: 4,000 nodes, 40,000 pending pods, 200 queues), and the
+ratio of the two sizes' cycles. Last, per size, a fresh process measures resident memory: kaid's daemon imported,
+the objects held, the peak over a snapshot and a cycle. Report median and p99 (nearest rank: with 5 repeats it is
 the slowest run) and the ratios cpsat/greedy. Nothing here asserts on time.
 """
 
@@ -70,7 +72,7 @@ from kaid.actions.session import Session
 from kaid.api import constants as c
 from kaid.api.config import PlacementConfig, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
-from kaid.model.build import build_snapshot
+from kaid.model.build import build_snapshot, freeze_builds
 from kaid.model.live import LiveModel
 from kaid.sim.apply import bind_pod, pipeline_pod
 from kaid.sim.cluster import EPOCH, NAMESPACE, gpu_node, job_objects, queue_obj
@@ -359,7 +361,8 @@ def timed_actions(into: dict[str, float], cpu: dict[str, float]) -> Iterator[Non
 
 
 def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
-    """Build a snapshot from the objects and run one cycle, each timed with perf_counter."""
+    """Build a snapshot from the objects and run one cycle, each timed with perf_counter; then let go of the
+    snapshot (``Snapshot.release``, untimed: a frozen one is freed no other way)."""
     gc.collect()
     t0, c0 = time.perf_counter(), time.process_time()
     snap = build_snapshot(wl.objects, cfg, EPOCH + 3600.0)
@@ -371,6 +374,7 @@ def run_once(wl: Workload, cfg: SchedulerConfig) -> RunResult:
         decisions = run_cycle(snap, cfg)
     t2 = time.perf_counter()
     c2 = time.process_time()
+    snap.release()
     return RunResult(t1 - t0, t2 - t1, c2 - c1, actions, actions_cpu, decisions, decisions.stats.solver_s, c1 - c0)
 
 
@@ -619,7 +623,9 @@ def _apply(model: LiveModel, events: list[Obj]) -> None:
 def kaid_gc() -> Iterator[None]:
     """The garbage collector as ``kaid run`` sets it once it has listed the cluster (``kaid.kube.startup.settle_gc``):
     what is held so far (here the workload's objects, as the watch cache holds them) frozen out of the collector's
-    sight, young collections every ``GC_THRESHOLDS[0]`` allocations; as it was afterwards."""
+    sight, young collections every ``GC_THRESHOLDS[0]`` allocations, and each cold snapshot frozen once built
+    (``kaid.model.build.freeze_builds``: its build starts with a full collection, timed with it; ``run_once``
+    releases it, as the daemon's cold path does); as it was afterwards."""
     from kaid.kube.startup import GC_THRESHOLDS
 
     before = gc.get_threshold()
@@ -627,9 +633,11 @@ def kaid_gc() -> Iterator[None]:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    was_freezing = freeze_builds(True)
     try:
         yield
     finally:
+        freeze_builds(was_freezing)
         gc.set_threshold(*before)
         if not frozen:  # (unfreeze thaws every frozen object: leave them be when others froze some before)
             gc.unfreeze()

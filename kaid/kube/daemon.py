@@ -150,6 +150,16 @@ def _writable(pod: Obj) -> Obj:
     return out
 
 
+def release_when_read(snap: Snapshot, reading: Future[None] | None) -> None:
+    """Let go of a cold snapshot (``Snapshot.release``) the cycle is done with, once the status writer is too
+    (``reading``: its task on this snapshot, if it has one). Under kaid's collector settings a cold build is frozen
+    out of the collector's sight (``kaid.model.build.freeze_builds``): its pods and jobs, which refer to each other,
+    are freed only this way."""
+    if reading is None:
+        snap.release()
+    else:
+        reading.add_done_callback(lambda _: snap.release())
+
 
 class Daemon:
     def __init__(self, cfg: SchedulerConfig, client: KubeClient, identity: str | None = None,
@@ -202,6 +212,9 @@ class Daemon:
         self.server: Any = None
         # an early cycle's figures, observed with the next cycle's (the metrics are made once its binds are out)
         self.early_observed: tuple[Snapshot, Decisions, ApplyResult, dict[str, float], float] | None = None
+        # the cold path's snapshot until the cycle lets go of it (``release_when_read``); set at the next cycle's
+        # start only when a cycle failed before it did
+        self.cold_snap: Snapshot | None = None
         self.early_bound: list[str] = []  # the pods the early cycle bound
         self.early_sending: _EarlySending | None = None  # its binds, until answered (``_settle_early``)
 
@@ -432,7 +445,10 @@ class Daemon:
             objs, fresh = self._with_podgroups(self.overlay.apply(self.cache.objects(), now), now)
             if self.shared is not None:
                 self.shared.collect(objs, now)
-            snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True, pod_reader=self.pod_memo.read)
+            if self.cold_snap is not None:  # the last cycle failed before it let go of its snapshot
+                release_when_read(self.cold_snap, self.status_busy)
+            snap = self.cold_snap = build_snapshot(objs, self.cfg, now, wait_for_owners=True,
+                                                   pod_reader=self.pod_memo.read)
             self.pod_memo.next_cycle()
         self._observe_usage(snap)
         self._hold(snap, now)
@@ -442,6 +458,7 @@ class Daemon:
         c1 = time.thread_time()
 
         creating: list[Future[list[Obj]]] = []
+        reading: Future[None] | None = None  # the status writer's, when it reads this cycle's snapshot
 
         def after_first_binds() -> None:
             """Work that would compete with the first binds for the interpreter starts once they are out."""
@@ -487,8 +504,8 @@ class Daemon:
             # a live snapshot is the model's own objects: the next snapshot waits until the writer has read it
             done_reading = self.live.hold() if self.live is not None else None
             try:
-                self.status_busy = self.status_thread.submit(self._write_status, snap, decisions, applied, earlier,
-                                                             carried, done_reading, creating)
+                self.status_busy = reading = self.status_thread.submit(self._write_status, snap, decisions, applied,
+                                                                       earlier, carried, done_reading, creating)
             except BaseException:
                 if done_reading is not None:
                     done_reading()
@@ -498,9 +515,13 @@ class Daemon:
         t4 = time.monotonic()
         if self.early_observed is not None:
             self._observe(*self.early_observed, queues=False)
+            release_when_read(self.early_observed[0], None)  # (a cold snapshot too, frozen with the lists' objects)
             self.early_observed = None
         self._observe(snap, decisions, applied, {"snapshot": t1 - t0, "decide": t2 - t1, "apply": t3 - t2 - t_seen,
                                                  "seen": t_seen, "status": t4 - t3}, t4 - started)
+        if self.live is None:
+            release_when_read(snap, reading)
+            self.cold_snap = None
         self.cycles += 1
         if decisions.binds or decisions.evictions:
             log.info("cycle %d: %d bound, %d evicted, %d pipelined, %d pending (%.0f ms)", self.cycles,

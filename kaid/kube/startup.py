@@ -167,10 +167,14 @@ def pause_gc() -> None:
 
 def settle_gc() -> None:
     """Once listed: what the cache holds is frozen out of the collector's sight (reference counting still frees
-    it), and young collections run every 50,000 allocations instead of 700."""
+    it), young collections run every 50,000 allocations instead of 700, and each cold snapshot is frozen once built
+    (``kaid.model.build.freeze_builds``; the daemon's cold path releases each one, ``release_when_read``)."""
     if enabled("gc"):
+        from kaid.model.build import freeze_builds  # (the engine loads after the lists went out: not at import)
+
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
+        freeze_builds(True)
         gc.enable()
 
 
