@@ -211,8 +211,12 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                 away = away_from_rest(session, att)
                 if att.action == Action.CONSOLIDATE:
                     to_place = _stay(session, att, [u for u in units if u.job.key not in served])
+                if all(stuck(session, v) for key, v in victims.items() if key not in served):
+                    break  # the turns left change nothing, whatever their order: no more pops (``stuck``)
             else:
                 served.add(job.key)
+                if stuck(session, job):
+                    continue  # its turn changes nothing
                 if job.key in to_place:
                     moved += _take_back(session, att, job, [], None, feasible, to_place[job.key])
                 else:
@@ -232,6 +236,24 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
                 above(att):
             session.rollback(cp)
     return Outcome([u for u in units if _EVICTED in map(_STATUS, u.pods)], moved, placed, units=list(units))
+
+
+def stuck(session: Session, job: Job) -> bool:
+    """Whether a victim job's turn (``_take_back``) can change nothing now: every pod of the job takes whole GPUs, at
+    least ``w`` of them, and no node has ``w`` idle GPUs (``NodeIndex.buckets``). A whole-GPU pod goes back onto its
+    own devices only where they are all unused (``NodeIndex.fits_exactly``: the node then has that many idle), and a
+    placement puts one only on a node of a bucket with that many idle or more (``best_node``, the greedy fills, the
+    rooms' counts). Such a turn leaves the session as it was, so the state each later turn sees does not depend on
+    it (bench_victims: most victims' turns after the job's, whose place the job took, and whose pods fit nowhere
+    else)."""
+    known = session.whole_least
+    least = known.get(id(job))
+    if least is None:
+        least = min((p.gpu_whole for p in job.pods), default=0)
+        known[id(job)] = least
+    if not least:
+        return False
+    return not any(session.index.buckets[least:])
 
 
 def _room_for_batch(session: Session, att: Attempt) -> Callable[[], bool] | None:

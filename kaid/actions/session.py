@@ -123,6 +123,9 @@ class Session:
     # the limits and quotas on each queue's path (``limits.PathLimits``): a queue's limits and quotas are read from its
     # spec when the snapshot is built, and stay put in a cycle
     path_limits: PathLimits = field(default_factory=PathLimits, init=False, repr=False)
+    # id(job) -> the fewest whole GPUs a pod of the job takes, 0 where one takes none (``scenario.stuck``): a job's pods
+    # and what they ask stay put in a cycle
+    whole_least: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     _evicts: dict[int, list[Op]] = field(default_factory=dict, init=False, repr=False)  # id(pod) -> its EVICT ops
     # the snapshot's record of what the cycle changes on objects it shares with a live model (``kaid.model.journal``)
     _journal: Journal | None = field(default=None, init=False, repr=False)
