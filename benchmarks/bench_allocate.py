@@ -36,9 +36,11 @@ stale-gang; each action timed on its own) with ``time.perf_counter``, under kaid
 settings (``--gc kaid``, the default: what ``kaid run`` decides under, cold builds frozen included: each starts
 with a full collection, timed with it, ends frozen out of the collector's sight (``kaid.model.build.freeze_builds``)
 and is released after its cycle, untimed; before that change the first young collection after a build walked all of
-its objects) or CPython's (``--gc default``), then read the placement quality from the decisions. Then the same
-at ``--scale`` times the nodes, pods and queues (default 4: 4,000 nodes, 40,000 pending pods, 200 queues), and the
-ratio of the two sizes' cycles. Last, per size, a fresh process measures resident memory: kaid's daemon imported,
+its objects) or CPython's (``--gc default``), then read the placement quality from the decisions. The same at
+``--scale`` times the nodes, pods and queues (default 4: 4,000 nodes, 40,000 pending pods, 200 queues) runs in the
+same repeats: each repeat runs both sizes, alternating which goes first, so that a drift in the machine's speed lands
+on both; the ratio of the two sizes' cycles is reported as the ratio of their medians and, repeat by repeat, with
+the median of those. Last, per size, a fresh process measures resident memory: kaid's daemon imported,
 the objects held, the peak over a snapshot and a cycle. Report median and p99 (nearest rank: with 5 repeats it is
 the slowest run) and the ratios cpsat/greedy. Nothing here asserts on time.
 """
@@ -445,25 +447,43 @@ def _rss_here(nodes: int, pods: int, queues: int, seed: int) -> dict[str, float 
     return {"imports_mb": round(imports, 1), "objects_mb": round(held - imports, 1), "peak_mb": peak}
 
 
-def measure(wl: Workload, repeat: int, progress: bool, label: str) -> dict[str, Any]:
-    """Both solvers ``repeat`` times each on one workload, alternating which goes first."""
-    runs: dict[str, list[RunResult]] = {s: [] for s in SOLVERS}
-    qualities: dict[str, list[dict[str, Any]]] = {s: [] for s in SOLVERS}
-    spans: dict[str, dict[str, int]] = {}
+@dataclass
+class _Runs:
+    """One workload's runs so far, per solver."""
+
+    runs: dict[str, list[RunResult]] = field(default_factory=lambda: {s: [] for s in SOLVERS})
+    qualities: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {s: [] for s in SOLVERS})
+    spans: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def measure(wls: Sequence[Workload], repeat: int, progress: bool) -> list[dict[str, Any]]:
+    """Both solvers ``repeat`` times each on each workload, in one process. Each repeat runs every size, the sizes
+    and the solvers alternating which goes first, so that the sizes are measured in the same minutes: a drift in
+    the machine's speed lands on both sizes, not on their ratio (measured one size after the other, the 1,000-node
+    cycles of one quiet hour ranged 0.21-0.29 s)."""
+    done = [_Runs() for _ in wls]
     for r in range(repeat):
         order = SOLVERS if r % 2 == 0 else SOLVERS[::-1]
-        for solver in order:
-            res = run_once(wl, config_for(solver))
-            runs[solver].append(res)
-            qualities[solver].append(quality(res.decisions, wl))
-            if r == 0:
-                spans[solver] = {k: len(v) for k, v in gang_nodes(res.decisions, wl).items()}
-            if progress:
-                acts = ", ".join(f"{k} {v:.2f}" for k, v in res.actions_s.items())
-                print(f"  {label} repeat {r + 1}/{repeat} {solver:6s}: snapshot {res.snapshot_s:6.2f} s, "
-                      f"cycle {res.cycle_s:6.2f} s ({acts}), {len(res.decisions.binds)} pods bound",
-                      file=sys.stderr, flush=True)
-            res.decisions = Decisions()  # the next run must not share memory with this one's decisions
+        sizes = list(range(len(wls))) if r % 2 == 0 else list(reversed(range(len(wls))))
+        for i in sizes:
+            wl, runs = wls[i], done[i]
+            for solver in order:
+                res = run_once(wl, config_for(solver))
+                runs.runs[solver].append(res)
+                runs.qualities[solver].append(quality(res.decisions, wl))
+                if r == 0:
+                    runs.spans[solver] = {k: len(v) for k, v in gang_nodes(res.decisions, wl).items()}
+                if progress:
+                    acts = ", ".join(f"{k} {v:.2f}" for k, v in res.actions_s.items())
+                    print(f"  {wl.summary['nodes']} nodes repeat {r + 1}/{repeat} {solver:6s}: snapshot "
+                          f"{res.snapshot_s:6.2f} s, cycle {res.cycle_s:6.2f} s ({acts}), "
+                          f"{len(res.decisions.binds)} pods bound", file=sys.stderr, flush=True)
+                res.decisions = Decisions()  # the next run must not share memory with this one's decisions
+    return [_summary(wl, runs) for wl, runs in zip(wls, done, strict=True)]
+
+
+def _summary(wl: Workload, done: _Runs) -> dict[str, Any]:
+    runs, qualities, spans = done.runs, done.qualities, done.spans
     results: dict[str, Any] = {}
     for solver in SOLVERS:
         first = qualities[solver][0]
@@ -521,34 +541,42 @@ def run_benchmark(nodes: int = 1000, pods: int = 10_000, queues: int = 50, repea
     from ortools.sat.python import cp_model  # noqa: F401  (the engine imports it on first use: not a cycle's cost)
 
     collector = kaid_gc if gc_settings == "kaid" else nullcontext
-    wl = build_workload(nodes, pods, queues, seed)
+    sizes = [(nodes, pods, queues)]
+    if scale > 1:
+        sizes.append((nodes * scale, pods * scale, queues * scale))
+    wls = [build_workload(*size, seed) for size in sizes]
     with collector():
-        base = measure(wl, repeat, progress, f"{nodes} nodes")
+        parts = measure(wls, repeat, progress)
     if steady:
-        base["steady"] = steady_state(wl, seed=seed)
+        for wl, part in zip(wls, parts, strict=True):
+            part["steady"] = steady_state(wl, seed=seed)
+    base = parts[0]
     report: dict[str, Any] = {
         "benchmark": "bench_allocate",
         "args": {"nodes": nodes, "pods": pods, "queues": queues, "repeat": repeat, "seed": seed, "scale": scale,
                  "gc": gc_settings},
         **base,
     }
-    sizes = [(nodes, pods, queues)]
     if scale > 1:
-        big = (nodes * scale, pods * scale, queues * scale)
-        sizes.append(big)
-        wl = build_workload(*big, seed)
-        with collector():
-            larger = measure(wl, repeat, progress, f"{big[0]} nodes")
-        if steady:
-            larger["steady"] = steady_state(wl, seed=seed)
-        report["larger"] = larger
+        larger = report["larger"] = parts[1]
         report["scaling"] = {s: {k: _ratio(larger["results"][s][k]["median"], base["results"][s][k]["median"])
                                  for k in ("total_s", "cycle_s", "snapshot_s", "total_cpu_s", "cycle_cpu_s")}
                              for s in SOLVERS}
+        # each repeat's larger cold cycle over its smaller one, measured minutes apart at most (``measure``)
+        report["scaling_by_repeat"] = {
+            s: {k: _pairs(larger["results"][s][k]["runs"], base["results"][s][k]["runs"])
+                for k in ("total_s", "total_cpu_s")} for s in SOLVERS}
     if rss:
         report["rss"] = {f"{n}x{p}x{q}": rss_probe(n, p, q, seed) for n, p, q in sizes}
     report["machine"] = {**machine_info(), "loadavg_before": load_before}
     return report
+
+
+def _pairs(larger: list[float], smaller: list[float]) -> dict[str, Any]:
+    """Each repeat's ratio of the two sizes, and their median."""
+    each = [_ratio(a, b) for a, b in zip(larger, smaller, strict=True)]
+    known = [x for x in each if x is not None]
+    return {"runs": each, "median": statistics.median(known) if known else None}
 
 
 # ============================================================================ the steady state (issue 15)
@@ -877,6 +905,11 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(f"{args['scale']} times the cluster, {solver}: cold cycle x{_fmt(row['total_s'])}, "
                          f"cycle x{_fmt(row['cycle_s'])}, snapshot x{_fmt(row['snapshot_s'])}; in CPU time: cold "
                          f"cycle x{_fmt(row['total_cpu_s'])}, cycle x{_fmt(row['cycle_cpu_s'])} (medians)")
+            pairs = report.get("scaling_by_repeat", {}).get(solver)
+            if pairs:
+                cpu = pairs["total_cpu_s"]
+                lines.append(f"  by repeat (each repeat's sizes measured together), cold cycle in CPU time: "
+                             f"{', '.join('x' + _fmt(x) for x in cpu['runs'])}; median x{_fmt(cpu['median'])}")
     lines += _steady_lines(report)
     for size, row in report.get("rss", {}).items():
         if "error" in row:
@@ -886,7 +919,8 @@ def format_report(report: dict[str, Any]) -> str:
                          f"{row['imports_mb']:g} MB with kaid imported, +{row['objects_mb']:g} MB for the objects "
                          f"as the watch cache holds them, peak {row['peak_mb']:g} MB over a snapshot and a cpsat cycle")
     lines.append("(times are medians and nearest-rank p99 over the repeats, measured with time.perf_counter; the two "
-                 "solvers run in the same process, alternating which goes first)")
+                 "solvers and the two sizes run in the same process, each repeat every size, alternating which goes "
+                 "first)")
     return "\n".join(lines)
 
 

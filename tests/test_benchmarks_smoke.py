@@ -56,6 +56,11 @@ def test_report_has_every_key(report: dict[str, Any]) -> None:
         assert set(res["actions_s"]) == {"allocate", "consolidate", "reclaim", "preempt", "stale-gang"}
         assert set(report["larger"]["results"][solver]) >= SOLVER_KEYS
         assert set(report["scaling"][solver]) == {"total_s", "cycle_s", "snapshot_s", "total_cpu_s", "cycle_cpu_s"}
+        for k in ("total_s", "total_cpu_s"):  # each repeat's two sizes, measured together
+            pairs = report["scaling_by_repeat"][solver][k]
+            assert len(pairs["runs"]) == 1
+            assert pairs["runs"][0] == round(report["larger"]["results"][solver][k]["runs"][0] / res[k]["runs"][0], 3)
+            assert pairs["median"] == pairs["runs"][0]
         assert set(res["actions_cpu_s"]) == set(res["actions_s"])
     assert set(report["ratios"]) >= RATIO_KEYS
     assert set(report["comparison"]) >= COMPARISON_KEYS
