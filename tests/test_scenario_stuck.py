@@ -103,3 +103,36 @@ def test_stuck_reads_every_bucket_from_the_least(idle: tuple[int, ...], wholes: 
                                                   expected: bool) -> None:
     index = NodeIndex([_node(i, 4, k) for i, k in enumerate(idle)])
     assert scenario.stuck(_Session(index), _job(*wholes)) is expected  # type: ignore[arg-type]
+
+
+def _claim_checked(session: Any, job: Any) -> bool:
+    """``stuck``, with what it claims checked where it says so: none of the job's evicted pods fits back on its own
+    devices (``NodeIndex.fits_exactly``), and no node has room for any of its pods (``best_node``)."""
+    said = _stuck(session, job)
+    if said:
+        index = session.index
+        for p in job.pods:
+            stack = session._evicts.get(id(p))
+            if p.status == scenario._EVICTED and stack:
+                assert not index.fits_exactly(stack[-1].node, p, stack[-1].devices)
+            assert index.best_node(p) is None
+    return said
+
+
+_stuck = scenario.stuck
+
+
+@SETTINGS
+@given(case=cases())
+def test_what_stuck_says_holds(case: Case) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "stuck", _claim_checked)
+        decisions_over(case, 4)
+
+
+def test_what_stuck_says_holds_on_the_benchmark() -> None:
+    wl = bench_victims.build_workload(nodes=100, reclaimers=10, seed=1)
+    cfg = bench_victims.config_for("greedy")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scenario, "stuck", _claim_checked)
+        run_cycle(build_snapshot(wl.objects, cfg, bench_victims.NOW), cfg)

@@ -231,7 +231,9 @@ def _replace(session: Session, att: Attempt, units: list[Unit], feasible: bytear
         return None
     moved = _restore(session, moved)
     for u in units:  # a unit whose place nobody took was not needed: whole, or not at all (gangs stay whole),
-        cp = session.checkpoint()  # and only if the pending job's queues stay within their limits with it back
+        if stuck(session, u.job):  # (and only if the pending job's queues stay within their limits with it back)
+            continue  # none of its pods can go back
+        cp = session.checkpoint()
         if not all(session.restore(p) for p in u.pods if p.status == _EVICTED) or \
                 above(att):
             session.rollback(cp)
@@ -586,8 +588,8 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: b
     if feasible is not None and not all(p.gpu_whole or p.frac_devices for p in batch):
         region = feasible if region is None else bytearray(a & b for a, b in zip(region, feasible, strict=True))
     queue = session.snap.queues[job.queue]
-    if att.limits.violation(queue, job_request(batch, session.ref), job) is not None:  # (``limit_violation``)
-        return None
+    if att.limits.crosses(queue, job_request(batch, session.ref), job.preemptible):  # (``limit_violation``, without
+        return None  # the words of its reason, which a scenario does not read)
     topo = gang.Topo(job.required_level, job.preferred_level) if job.topology is not None else None
     within = gangs.domain_of_running(job, session)
     if region is not None and (within is not None or topo is None or not topo.required):
@@ -599,7 +601,7 @@ def _place(session: Session, att: Attempt, job: Job, batch: list[Pod], region: b
                                  session.cfg.placement.solverTimeLimitSeconds, within=within)
     else:
         plan = gang.place(batch, session.index, session.cfg.placement.gpu == "spread", topo, "greedy",
-                          session.cfg.placement.solverTimeLimitSeconds, within=within)
+                          session.cfg.placement.solverTimeLimitSeconds, within=within, bound=False)
     if not plan.placements or charged_violation(queue, job, plan.placements) is not None:
         return None
     session.pipeline_all(job, plan.placements, att.action, att.job.key)

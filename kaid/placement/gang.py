@@ -252,9 +252,10 @@ def alike(pods: list[Pod]) -> bool:
 
 
 def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
-          time_limit: float, workers: int = 1, within: bytearray | None = None) -> GangPlan:
+          time_limit: float, workers: int = 1, within: bytearray | None = None, bound: bool = True) -> GangPlan:
     """Find a placement for all of ``pods`` or report how far it got. ``within``: the nodes the job's
-    required domain is already fixed to (its running pods are there)."""
+    required domain is already fixed to (its running pods are there). ``bound``: False where the caller reads the
+    placements alone (``GangPlan.placed_max`` is then greedy's count only)."""
     if len(pods) == 1 and (topo is None or not (topo.required or topo.preferred)):
         # one pod, no domain to choose: the greedy choice is the plan (no bound, no solver, nothing to improve)
         choice = index.best_node(pods[0], spread, within)
@@ -277,7 +278,8 @@ def place(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, so
     passes = (True, False) if topo and topo.preferred and len(regions) > 1 else (None,)
     for preferred_only in passes:
         for region in regions:
-            plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result, preferred_only)
+            plan = _place_in(pods, index, spread, topo, solver, time_limit, workers, region, result, preferred_only,
+                             bound)
             if plan is not None:
                 result.placements = plan
                 return result
@@ -322,14 +324,14 @@ def _members(mask: bytearray) -> Iterator[int]:
 
 def _place_in(pods: list[Pod], index: NodeIndex, spread: bool, topo: Topo | None, solver: str,
               time_limit: float, workers: int, region: bytearray | None, result: GangPlan,
-              preferred_only: bool | None = None) -> Placements | None:
+              preferred_only: bool | None = None, bound: bool = True) -> Placements | None:
     """The gang in ``region``: inside one domain of the preferred level where one can hold it, else anywhere in the
     region. ``preferred_only``: True, the first alone; False, the second alone; None, both."""
     need = len(pods)
     tied = linked(pods, index)
     homogeneous = alike(pods) and not tied
     # one pod: greedy finds a node iff one has room, and no solver runs; the count would only repeat it
-    room = _room(pods[0], index, region) if homogeneous and need > 1 else None
+    room = _room(pods[0], index, region) if homogeneous and need > 1 and (bound or solver == "cpsat") else None
     if room is not None and fewest_nodes(room[0], need) is None:
         result.placed_max = max(result.placed_max, min(need, room[1]))
         return None  # not even the free capacity of every node together would do
