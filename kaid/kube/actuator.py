@@ -27,8 +27,10 @@ from typing import Any, Generic, TypeVar
 
 from kaid.api import constants as c
 from kaid.cycle import Bind, Decisions, Eviction
-from kaid.kube.client import ApiError, KubeClient, pod_path
+from kaid.kube.auth import AuthError
+from kaid.kube.client import ApiError, KubeClient, _error, dumps, pod_path
 from kaid.kube.reservations import SharedBinder
+from kaid.kube.sender import RequestLoop
 from kaid.model.pods import group_labels
 
 log = logging.getLogger("kaid.actuator")
@@ -153,6 +155,20 @@ class SendPool:
         tickets = [self.submit(fn, a) for a in args]
         return (t.result() for t in tickets)
 
+    def settle(self, ticket: Ticket[R], value: R) -> None:
+        """``ticket`` done with ``value``, settled elsewhere (the actuator's ``RequestLoop``)."""
+        ticket._value = value
+        ticket._finished = True
+        if ticket._waited:
+            with self._cond:
+                self._cond.notify_all()
+
+    def hand_on(self, ticket: Ticket[R], fn: Callable[[T], R], arg: T) -> None:
+        """``ticket`` to be settled by ``fn(arg)`` on one of the threads (what another sender could not finish)."""
+        self._queue.put((ticket, fn, arg))
+        if len(self._threads) < self._workers:
+            self._start_one()
+
     def wait(self, ticket: Ticket[Any]) -> None:
         with self._cond:
             ticket._waited = True  # (before it looks: a worker that finishes it after the look sees this, and notifies)
@@ -198,6 +214,69 @@ def _split(key: str) -> tuple[str, str]:
     return ns, name
 
 
+def binding(ns: str, name: str, node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """The ``Binding`` of pod ``ns/name`` to ``node``."""
+    return {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+
+
+class _FirstTry:
+    """A plain bind's first try, sent by the actuator's ``RequestLoop`` (on its thread): settled there when it
+    binds, when it may not be sent (the lease lost, the node gone) and on an answer that a retry would not change;
+    else handed to the pool's threads with its failure (``Actuator._bind_one``'s ``first``), which back off and try
+    again, ask whether a 409's pod is bound already, or send again with fresh credentials after a 401."""
+
+    __slots__ = ("actuator", "bind", "ticket")
+
+    def __init__(self, actuator: Actuator, b: Bind, ticket: Ticket[str | None]) -> None:
+        self.actuator = actuator
+        self.bind = b
+        self.ticket = ticket
+
+    def prepare(self) -> bytes | None:
+        act, b = self.actuator, self.bind
+        if not act.may_act():
+            act.pool.settle(self.ticket, LOST_LEASE)
+            return None
+        problem = act.node_problem(b.node)
+        if problem is not None:
+            act.pool.settle(self.ticket, problem)
+            return None
+        client = act.client
+        try:
+            token = client.auth.token()
+            client._current_tls()
+        except AuthError:  # (the pool's try says so, as a 401)
+            act.pool.hand_on(self.ticket, act._bind_again, (b, None))
+            return None
+        ns, name = _split(b.pod)
+        annotations = {c.GPU_DEVICES_ANNOTATION: ",".join(str(d) for d in b.devices)} if b.devices else {}
+        body = dumps(binding(ns, name, b.node, annotations))
+        return client._head("POST", pod_path(ns, name, "binding"), body, "application/json", token) + body
+
+    def answered(self, status: int, reason: str, body: bytes) -> None:
+        act = self.actuator
+        if status < 300:
+            act.pool.settle(self.ticket, None)
+            return
+        if status == 401:  # sent again by the pool's try, with fresh credentials if there are
+            act.pool.hand_on(self.ticket, act._bind_again, (self.bind, None))
+            return
+        err = _error(status, reason, body)
+        if retry_delay(err, 0) is None and not (status == 409 and "already" in err.message):
+            act.pool.settle(self.ticket, f"{status} {err.message}")  # final: as _bind_one's answer
+            return
+        act.pool.hand_on(self.ticket, act._bind_again, (self.bind, err))
+
+    def failed(self, error: BaseException) -> None:
+        act = self.actuator
+        if not isinstance(error, Exception):
+            act.pool.settle(self.ticket, str(error) or type(error).__name__)
+            return
+        act.pool.hand_on(self.ticket, act._bind_again, (self.bind, error))
+
+
 class Actuator:
     def __init__(self, client: KubeClient, workers: int = 16, retry_for: float = RETRY_FOR,
                  may_act: Callable[[], bool] | None = None,
@@ -209,6 +288,10 @@ class Actuator:
         self.client = client
         self.node_problem = node_problem or (lambda _node: None)
         self.pool = SendPool(workers, "bind")
+        # a plain bind's first try goes through one thread over ``workers`` connections (kaid.kube.sender); what it
+        # cannot finish at once (a retry, a patch, a 401, a 409) goes to the pool's threads
+        self.sender: RequestLoop | None = RequestLoop(client, workers, "bind-loop") \
+            if isinstance(client, KubeClient) else None
         self.retry_for = retry_for
         self.may_act = may_act or (lambda: True)
         self.shared: SharedBinder | None = None  # set by the daemon when shared-GPU pods get their device
@@ -217,12 +300,16 @@ class Actuator:
     def close(self) -> None:
         if self.shared is not None:
             self.shared.close()
+        if self.sender is not None:
+            self.sender.close()
         self.pool.close()
 
     # ------------------------------------------------------------------------------------------ binds
-    def _bind_one(self, b: Bind, patch: dict[str, Any] | None = None) -> str | None:
+    def _bind_one(self, b: Bind, patch: dict[str, Any] | None = None,
+                  first: Exception | None = None) -> str | None:
         """Bind one pod, after the merge ``patch`` of its metadata (default: its GPU group labels and the end of
-        a pipelined mark, where it has either)."""
+        a pipelined mark, where it has either). ``first``: how a first try sent elsewhere failed (the sender
+        loop's, ``_FirstTry``): taken as this call's first try."""
         ns, name = _split(b.pod)
         annotations = {}
         if b.devices:
@@ -235,27 +322,28 @@ class Actuator:
             patch = {"metadata": meta}
         deadline = time.monotonic() + self.retry_for
         for attempt in itertools.count():
-            if not self.may_act():
-                return LOST_LEASE
-            problem = self.node_problem(b.node)
-            if problem is not None:  # the node went away (or NotReady) since the cycle decided: not there
-                return problem
+            failure, first = first, None
+            if failure is None:
+                if not self.may_act():
+                    return LOST_LEASE
+                problem = self.node_problem(b.node)
+                if problem is not None:  # the node went away (or NotReady) since the cycle decided: not there
+                    return problem
+                try:
+                    if patch is not None:
+                        self.client.merge_patch(pod_path(ns, name), patch)
+                    self.client.create(pod_path(ns, name, "binding"), binding(ns, name, b.node, annotations))
+                    return None
+                except Exception as err:
+                    failure = err
             error: ApiError | None = None
-            try:
-                if patch is not None:
-                    self.client.merge_patch(pod_path(ns, name), patch)
-                body = {"apiVersion": "v1", "kind": "Binding",
-                        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
-                        "target": {"apiVersion": "v1", "kind": "Node", "name": b.node}}
-                self.client.create(pod_path(ns, name, "binding"), body)
-                return None
-            except ApiError as err:
-                last = f"{err.status} {err.message}"
-                if err.status == 409 and "already" in err.message:
+            if isinstance(failure, ApiError):
+                last = f"{failure.status} {failure.message}"
+                if failure.status == 409 and "already" in failure.message:
                     return None if self._bound_to(ns, name, b.node) else last
-                error = err
-            except Exception as err:  # connection trouble: retry
-                last = str(err) or type(err).__name__
+                error = failure
+            else:  # connection trouble: retry
+                last = str(failure) or type(failure).__name__
             delay = retry_delay(error, attempt)
             if delay is None or time.monotonic() + delay > deadline:
                 return last
@@ -284,7 +372,20 @@ class Actuator:
                 else:
                     plain.extend(job_binds)
             binds = plain
-        return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
+        if self.sender is None:
+            return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
+        out: list[tuple[Bind, Ticket[str | None]]] = []
+        for b in binds:
+            if b.groups or b.action != "allocate":  # a patch first: on the pool's threads
+                out.append((b, self.pool.submit(self._bind_one, b)))
+            else:
+                ticket: Ticket[str | None] = Ticket(self.pool)
+                self.sender.send(_FirstTry(self, b, ticket))
+                out.append((b, ticket))
+        return out
+
+    def _bind_again(self, args: tuple[Bind, Exception | None]) -> str | None:
+        return self._bind_one(args[0], None, args[1])
 
     def bind(self, binds: list[Bind], started: list[tuple[Bind, Ticket[str | None]]] | None = None) -> ApplyResult:
         """Bind, then check every job as a whole; ``started``: binds already sent by ``start_binds``."""
@@ -308,6 +409,9 @@ class Actuator:
         out = ApplyResult()
         pairs, out.reserving = sending.pairs, sending.reserving
         binds = [b for b, _ in pairs]
+        for _, ticket in reversed(pairs):  # the last sent first: it ends about last, one wake-up for them all
+            if not ticket.done():
+                self.pool.wait(ticket)
         results = [f.result() for _, f in pairs]
         by_job: dict[str, list[tuple[Bind, str | None]]] = defaultdict(list)
         for b, err in zip(binds, results, strict=True):

@@ -70,6 +70,18 @@ class RateLimiter:
                 wait = (1 - self.tokens) / self.qps
             time.sleep(wait)
 
+    def try_take(self) -> float:
+        """A token now (0.0), else how long until one is due (nothing taken): ``take`` for a thread that may not
+        sleep."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            if self.tokens >= 1 - 1e-9:
+                self.tokens -= 1
+                return 0.0
+            return (1 - self.tokens) / self.qps
+
     def configure(self, qps: float, burst: int) -> None:
         """New limits (``kaid run`` sends its lists before it has read its config): what was taken so far counts
         against the new burst."""
@@ -79,6 +91,76 @@ class RateLimiter:
             self.tokens = max(0.0, min(float(burst), tokens))
             self.last = now
             self.qps, self.burst = qps, burst
+
+
+def parse_head(head: bytes) -> tuple[int, str, int | str, bool]:
+    """The head of an answer (up to its empty line, not included): status, reason, how its body comes (``"chunked"``,
+    its length, ``"to-end"`` of the connection, or ``"none"``) and whether the connection may serve another once the
+    body is read."""
+    lines = head.split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    status = int(code)
+    headers: dict[bytes, bytes] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    keep = version == b"HTTP/1.1" and headers.get(b"connection", b"").lower() != b"close"
+    if status < 200:
+        raise ValueError(f"the API server answered {status} {reason!r}, an interim answer never asked for")
+    framing: int | str
+    if status in (204, 304):
+        framing = "none"
+    elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        framing = "chunked"
+    elif b"content-length" in headers:
+        framing = int(headers[b"content-length"])
+    else:
+        framing, keep = "to-end", False
+    return status, reason.decode("latin-1"), framing, keep
+
+
+def parse_answer(buf: bytes, ended: bool) -> tuple[int, str, bytes, bool, bytes] | None:
+    """A whole answer at the start of ``buf`` (``ended``: the connection has closed after it): status, reason, body,
+    whether the connection may serve another, and the bytes after it; None while it is not all in. For a reader
+    that waits for many connections at once (``kaid.kube.sender``), where ``_Connection`` blocks on one."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if ended:
+            raise ConnectionError("the API server closed the connection without a whole answer")
+        return None
+    status, reason, framing, keep = parse_head(buf[:end])
+    pos = end + 4
+    if framing == "none":
+        return status, reason, b"", keep, buf[pos:]
+    if isinstance(framing, int):
+        if len(buf) - pos < framing:
+            if ended:
+                raise ConnectionError("the API server closed the connection without a whole answer")
+            return None
+        return status, reason, buf[pos:pos + framing], keep, buf[pos + framing:]
+    if framing == "to-end":
+        return (status, reason, buf[pos:], False, b"") if ended else None
+    parts: list[bytes] = []
+    while True:  # chunked: every chunk in, then the trailers up to an empty line
+        line_end = buf.find(b"\r\n", pos)
+        if line_end < 0:
+            break
+        size = int(buf[pos:line_end].split(b";", 1)[0], 16)
+        pos = line_end + 2
+        if not size:
+            while (line_end := buf.find(b"\r\n", pos)) >= 0:
+                line, pos = buf[pos:line_end], line_end + 2
+                if not line:
+                    return status, reason, b"".join(parts), keep, buf[pos:]
+            break
+        if len(buf) - pos < size + 2:
+            break
+        parts.append(buf[pos:pos + size])
+        pos += size + 2
+    if ended:
+        raise ConnectionError("the API server closed the connection without a whole answer")
+    return None
 
 
 class _Connection:
@@ -128,28 +210,7 @@ class _Connection:
         the body is read. ``timeout``: for each read."""
         self.sock.settimeout(timeout)
         self.sock.sendall(request)
-        head = self._until(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        version, _, rest = lines[0].partition(b" ")
-        code, _, reason = rest.partition(b" ")
-        status = int(code)
-        headers: dict[bytes, bytes] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            headers[name.strip().lower()] = value.strip()
-        keep = version == b"HTTP/1.1" and headers.get(b"connection", b"").lower() != b"close"
-        if status < 200:
-            raise ValueError(f"the API server answered {status} {reason!r}, an interim answer never asked for")
-        framing: int | str
-        if status in (204, 304):
-            framing = "none"
-        elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-            framing = "chunked"
-        elif b"content-length" in headers:
-            framing = int(headers[b"content-length"])
-        else:
-            framing, keep = "to-end", False
-        return status, reason.decode("latin-1"), framing, keep
+        return parse_head(self._until(b"\r\n\r\n"))
 
     def pieces(self, framing: int | str) -> Iterator[bytes]:
         """The body of the answer ``begin`` read the head of, in pieces as they arrive (a watch's events as the

@@ -371,13 +371,15 @@ def test_partitioned_leader_does_not_act_on_its_stale_view(
 def test_node_deleted_and_node_not_ready_while_a_gang_binds(
     control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start: Any
 ) -> None:
-    """A gang of 12 pods (minMember 6) spans two of four 8-GPU nodes; binds go out slowly (2/s). The node of its
+    """A gang of 12 pods (minMember 6) spans two of five 8-GPU nodes; binds go out slowly (2/s). The node of its
     first bind is deleted in the middle; later, while a second gang (8 of 8) binds, the node of its first bind goes
     NotReady. kaid sends no more binds to either node once its watch shows the change; the binds it dropped are
     placed again on the nodes left, each gang ends whole, and nothing new goes to the NotReady node. (The pods
-    bound to the deleted node before kaid saw it go are lost with it: the pod garbage collector removes them.)"""
+    bound to the deleted node before kaid saw it go are lost with it: the pod garbage collector removes them.)
+    Five nodes: the late pods fit on the Ready nodes however few binds were lost (with four, the fewer the lost
+    pods, the fuller the Ready nodes: with 2 lost the late pods waited until KWOK made the sick node Ready again)."""
     cp = control_plane
-    pool, _ = make_pool(4, gpus=8)
+    pool, _ = make_pool(5, gpus=8)
     (q,) = make_queues(queue(f"nodes-{suffix()}", 0))
     kaid = start("nodes", overrides={"clientQPS": 2, "clientBurst": 1})
 

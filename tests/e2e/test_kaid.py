@@ -767,6 +767,9 @@ def test_early_cycle_binds_while_the_pod_list_is_held_and_counts_pods_not_listed
     early = {f"{namespace}/p{i:02}" for i in range(4)}
     monkeypatch.setattr(daemon.actuator, "start_binds", counted_send)
     monkeypatch.setattr(daemon.actuator, "_bind_one", counted_bind)
+    assert daemon.actuator.sender is not None
+    daemon.actuator.sender.close()  # every bind through _bind_one (slowed above), none through the bind loop
+    monkeypatch.setattr(daemon.actuator, "sender", None)
     monkeypatch.setattr(daemon_mod, "create_podgroups", seen_create)
     catch_ups: list[dict[str, int]] = []  # the binds sent and answered when the model read the lists early
     assert daemon.live is not None
