@@ -78,10 +78,18 @@ def _checked(run: Callable[[], object]) -> Counter[str]:
         seen["cells"] += kept
         return got
 
+    real_add = by_node.Tally.add
+
+    def add(tally: by_node.Tally, unit: Unit) -> None:  # (``Tally.add`` reads the kept cells itself)
+        if unit.cells is not None and unit.cells_mask is tally.room.kind:
+            of(tally.room, unit)
+        real_add(tally, unit)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(evictions, "ByQueue", Checked)
         mp.setattr(evictions, "VictimTree", CheckedTree)
         mp.setattr(by_node.GpuRoom, "of", of)
+        mp.setattr(by_node.Tally, "add", add)
         run()
     return seen
 

@@ -152,24 +152,53 @@ def max_solvable_k(n: int, probe: Callable[[int], bool]) -> int:
     return lo
 
 
+VAIN_DRAWS = 32  # units ``vain`` draws in the victim order before it counts the census, for a batch of
+VAIN_BATCH = 16  # at most these many pods
+
+
 def vain(session: Session, att: Attempt, search: Search) -> bool:
     """Whether the whole batch cannot be placed whatever the victims: the GPU bound (``GpuRoom``) with every unit of
     the search gone says no. Every scenario of the last partial job evicts some of them, so none gets past the bound
     and the search ends without a solution; answered before its partial jobs, it charges no scenario (the scenario
     budget is kai's own: docs/compatibility.md). bench_victims: reclaim-0000 (64 pods of 8 GPUs) in preempt, 33
-    partial jobs."""
+    partial jobs.
+
+    A tally only grows with the victims added (``Tally.add``), in any order, and the units drawn are some of the
+    census's (those ``draw`` hands out: the same units, in KAI's victim order), so where the units drawn first make
+    room the census does too. A batch of a few pods (``VAIN_BATCH``) asks the victim order first (``VAIN_DRAWS``
+    units at most, then the census): a search that goes on to its probe of the whole batch draws those units anyway
+    (that probe's tally of its recorded and potential victims, all drawn, makes room before any of its scenarios),
+    where the census made every unit of the candidates it walked (bench_victims: each search of a batch of 2-8 pods
+    got its answer within the first 27 units drawn, and drew at least as many; the census of those searches read
+    115k opcodes of a first-fit cycle). A big batch needs many units: the census, cheaper per unit, answers it."""
     if search.census is None:
         return False
+    if len(att.batch) <= VAIN_BATCH:
+        room = GpuRoom(session, att, search.home)
+        tally = room.tally(att, [])
+        need = tally.need
+        if tally.total >= need:
+            return False
+        units = search.units
+        for i in range(len(units) + VAIN_DRAWS):
+            unit = units[i] if i < len(units) else search.unit(i)
+            if unit is None:  # every unit drawn: the census's
+                return True
+            tally.add(unit)
+            if tally.total >= need:
+                return False
     home: dict[int, str] = {}
     room = GpuRoom(session, att, home)
     tally = room.tally(att, [])
-    if tally.enough():
+    need, kind, add = tally.need, room.kind, tally.add
+    if tally.total >= need:
         return False
     for unit in search.census():
-        for p in unit.pods:
-            home[id(p)] = p.node or ""
-        tally.add(unit)
-        if tally.enough():
+        if unit.cells_mask is not kind:  # (its cells not kept for this room: ``GpuRoom.of`` reads its pods' nodes)
+            for p in unit.pods:
+                home[id(p)] = p.node or ""
+        add(unit)
+        if tally.total >= need:
             return False
     return True
 
@@ -223,39 +252,48 @@ def _solve_partial(session: Session, att: Attempt, search: Search, recorded: lis
     potential: list[int] = []
     by_job: dict[str, list[int]] = {}  # job key -> its potential units
     on_node: dict[str, dict[str, None]] = {}  # node -> the jobs with a potential unit there, in the order added
+    home, need, budgets = search.home, base.need, search.budgets
     for i in count():
-        unit = search.unit(i)
+        unit = units[i] if i < len(units) else search.unit(i)  # (those drawn: the list itself)
         if unit is None:
             return None
         if i in chosen or (unit.prev is not None and unit.prev not in chosen) or \
-                (search.budgets and not budget_ok(search, {*chosen, i})):  # (the set made only where a budget reads it)
+                (budgets and not budget_ok(search, {*chosen, i})):  # (the set made only where a budget reads it)
             continue
         chosen.add(i)
         potential.append(i)
         key = unit.job.key
-        by_job.setdefault(key, []).append(i)
+        mine = by_job.get(key)
+        if mine is None:
+            by_job[key] = [i]
+        else:
+            mine.append(i)
         for p in unit.pods:
-            on_node.setdefault(search.home[id(p)], {})[key] = None
+            on_node.setdefault(home[id(p)], {})[key] = None
         base.add(unit)
-        if not base.enough():
+        if base.total < need:  # (``enough``)
             continue
         _charge_scenario(session)
         tried: set[tuple[int, ...]] = set()
         nodes = search.job_nodes.get(key)
         if nodes is None:  # (once per job and search: its pods not handed out stay where they are, and ``home`` holds
             # where those handed out were; a gang's nodes were read again for each of its units, in each probe)
-            nodes = search.job_nodes[key] = _job_nodes(unit.job, search.home)
+            nodes = search.job_nodes[key] = _job_nodes(unit.job, home)
         for node in nodes:
             here = on_node.get(node)
             if not here:  # (no potential unit there)
                 continue
-            these = sorted(i for job in here for i in by_job[job])
+            if len(here) == 1:  # (one job's units: ascending as added)
+                (job,) = here
+                these = by_job[job]
+            else:
+                these = sorted(i for job in here for i in by_job[job])
             if not first_time(tried, these):
                 continue
             tally = held.copy()
             for j in these:
                 tally.add(units[j])
-            if not tally.enough():
+            if tally.total < need:
                 continue
             mark = (k, rec, frozenset(these))
             if mark in failed:
@@ -487,24 +525,36 @@ class GpuRoom:
 class Tally:
     """``GpuRoom`` with some victims gone."""
 
-    __slots__ = ("freed", "need", "room", "total")
+    __slots__ = ("have", "need", "room", "total")
 
     def __init__(self, room: GpuRoom, need: int) -> None:
         self.room = room
         self.need = need
-        self.freed: dict[int, int] = {}
+        self.have: dict[int, int] = {}  # node index -> GPUs idle, releasing and the victims' there (``per_pod``)
         self.total = room.total
 
     def add(self, unit: Unit) -> None:
+        """Count ``unit``'s GPUs in: by pod of the batch's shape where the room counts so (``per_pod``: each node's
+        level is the base and what the victims added there, kept per node touched), else the GPUs alone."""
         if not self.need:
             return
         room = self.room
-        base, freed, per_pod = room.base, self.freed, room.per_pod
-        for i, gpus in room.of(unit):
-            had = freed.get(i, 0)
-            before = base.get(i, 0) + had
-            freed[i] = had + gpus
-            self.total += (before + gpus) // per_pod - before // per_pod if per_pod else gpus
+        cells = unit.cells
+        if cells is None or unit.cells_mask is not room.kind:
+            cells = room.of(unit)
+        per_pod = room.per_pod
+        if not per_pod:
+            for _, gpus in cells:
+                self.total += gpus
+            return
+        have, base, total = self.have, room.base, self.total
+        for i, gpus in cells:
+            before = have.get(i)
+            if before is None:
+                before = base.get(i, 0)
+            after = have[i] = before + gpus
+            total += after // per_pod - before // per_pod
+        self.total = total
 
     def enough(self) -> bool:
         return self.total >= self.need
@@ -514,6 +564,6 @@ class Tally:
         one's, in the same order, adds the same: each simulation of a partial job tallied its recorded victims
         again)."""
         other = Tally(self.room, self.need)
-        other.freed = dict(self.freed)
+        other.have = self.have.copy()
         other.total = self.total
         return other

@@ -732,7 +732,8 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
         unit = units.pop(0)
         return (unit if units or useful(unit) else None), bool(units)  # (only a job's last unit is asked for use)
 
-    gone: dict[int, set[int]] = {}  # id(victim) -> id(pod) of the units of it handed out so far
+    gone: dict[int, set[int]] = {}  # id(victim) -> id(pod) of the units of it handed out so far (sub-groups)
+    left: dict[int, list[int]] = {}  # id(victim) -> ``rest_after``'s count and sums of what is left of it
 
     def draw() -> Iterator[Unit]:
         while (victim := order.pop()) is not None:
@@ -741,9 +742,7 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
             if more:  # (then ``unit`` is the one handed out) what is left of the victim, before the unit is handed
                 # out (and perhaps evicted)
                 assert unit is not None
-                out = gone.setdefault(id(victim), set())
-                out.update(id(p) for p in unit.pods)
-                order.push_rest(victim, *rest_of(victim, out))
+                order.push_rest(victim, *rest_after(victim, unit, gone, left))
             if unit is not None:
                 yield unit
 
@@ -793,6 +792,38 @@ def _search(session: Session, rules: Rules, att: Attempt, pool: Pool) -> tuple[S
                         for j in pool.of_queues(session, rules, att)
                         if j is not att.job and rules.candidate(session, att, j))
     return search, protected
+
+
+def rest_after(job: Job, unit: Unit, gone: dict[int, set[int]], left: dict[int, list[int]]) -> tuple[JobKey, Vec]:
+    """``rest_of`` the victim once ``unit`` is handed out too (``gone``: id(job) -> the pods of its units handed out
+    before, for a job with sub-groups). For a job of one pod set, from the count and sums of the pods left the last
+    time (``left``), less the unit's (its pods were among them: active, on their way nowhere, not handed out; and no
+    pod of the job not handed out changes between two draws of a search, which read the session as the search found
+    it but for the evictions of units handed out), where each unit walked the job's pods again (bench_victims: 224
+    calls for 67 victims, 1.5% of a first-fit cycle's opcodes)."""
+    if job.subgroups:
+        out = gone.setdefault(id(job), set())
+        out.update(id(p) for p in unit.pods)
+        return rest_of(job, out)
+    now = left.get(id(job))
+    if now is None:
+        out = {id(p) for p in unit.pods}
+        n = gpu = cpu = mem = 0
+        for p in job.pods:  # (``rest_of``'s pass)
+            if p.status in _ACTIVE and not p.releasing and id(p) not in out:
+                n += 1
+                gpu += p.gpu_milli_on(None) if not p.gpu_whole else p.gpu_whole * 1000
+                cpu += p.cpu
+                mem += p.mem
+        now = left[id(job)] = [n, gpu, cpu, mem]
+    else:  # (a unit's sums are its pods', each pod's GPUs read as ``rest_of`` reads them: ``victims._unit``)
+        now[0] -= len(unit.pods)
+        now[1] -= unit.gpu
+        now[2] -= unit.cpu
+        now[3] -= unit.mem
+    n, least = now[0], job.min_member
+    return (-job.priority, _BELOW if n < least else (_EXACT if n == least else _ABOVE), job.created,
+            job.key), (now[1], now[2], now[3])
 
 
 def rest_of(job: Job, gone: set[int]) -> tuple[JobKey, Vec]:
