@@ -718,9 +718,14 @@ def _steady_state(wl: Workload, solver: str, seed: int) -> dict[str, Any]:
     del snap
     gc.collect()
     objects = model.objects()
+    # (not frozen: its collection first would walk the live model, which nothing froze, and the freeze would take
+    # the live model out of sight for the quiet cycles below)
+    was_freezing = freeze_builds(False)
     c8 = time.process_time()
-    build_snapshot(objects, cfg, now + 60.0)
+    cold = build_snapshot(objects, cfg, now + 60.0)
     c9 = time.process_time()
+    freeze_builds(was_freezing)
+    cold.release()
     quiet = _quiet(model, cfg, steady, now + 60.0)
     return {**quiet,
         "solver": solver, **counts,
