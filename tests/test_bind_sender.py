@@ -23,6 +23,8 @@ from kaid.kube.actuator import LOST_LEASE, Actuator
 from kaid.kube.client import KubeClient, parse_answer
 from kaid.webhook.certs import new_authority, serving_certificate
 
+from .http_requests import read_request
+
 Answer = Callable[[str, str, bytes, int], bytes | None]  # method, path, body, nth request to that path -> bytes
 
 
@@ -66,19 +68,10 @@ class Server:
             if self.tls is not None:
                 conn = self.tls.wrap_socket(conn, server_side=True)
             while True:
-                while b"\r\n\r\n" not in buf:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                lines = head.decode().split("\r\n")
-                method, path, _ = lines[0].split(" ")
-                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                size = int(headers.get("content-length", "0"))
-                while len(buf) < size:
-                    buf += conn.recv(65536)
-                body, buf = buf[:size], buf[size:]
+                request = read_request(conn, buf)
+                if request is None:
+                    return
+                method, path, _, body, buf = request
                 with self.lock:
                     self.seen[path] += 1
                     nth = self.seen[path]

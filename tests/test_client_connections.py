@@ -15,6 +15,8 @@ import pytest
 
 from kaid.kube.client import ApiError, KubeClient
 
+from .http_requests import read_request
+
 
 class Server:
     """One answer per request, as ``answers[path]`` says: (style, status, body). Styles: ``length``, ``chunked``,
@@ -46,19 +48,10 @@ class Server:
         buf = b""
         try:
             while True:
-                while b"\r\n\r\n" not in buf:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                lines = head.decode().split("\r\n")
-                method, path, _ = lines[0].split(" ")
-                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-                size = int(headers.get("content-length", "0"))
-                while len(buf) < size:
-                    buf += conn.recv(65536)
-                body, buf = buf[:size], buf[size:]
+                request = read_request(conn, buf)
+                if request is None:
+                    return
+                method, path, headers, body, buf = request
                 self.requests.append((method, path, body, headers))
                 style, status, answer = self.answers[path.split("?")[0]]
                 if style == "chunked":
