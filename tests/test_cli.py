@@ -92,6 +92,45 @@ def test_broken_snapshot_file(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "not a Kubernetes object" in res.output
 
 
+def test_an_object_without_a_name_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "nameless.yaml"
+    bad.write_text("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: scheduling.run.ai/v2, kind: Queue, spec: {}}\n")
+    res = runner.invoke(kaictl, ["dry-run", "--snapshot", str(bad)])
+    assert res.exit_code == 1 and "item 1 of the List (Queue) has no metadata.name" in res.output
+
+
+GENERATED_JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {generateName: train-, labels: {kai.scheduler/queue: team-a}}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "1"}}}]
+"""
+
+
+def test_a_workload_named_by_generate_name_keeps_its_queue_and_gang(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all([
+        {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "team-a"},
+         "spec": {"resources": {"gpu": {"quota": 8, "limit": -1}}}},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "8", "pods": "110"}}},
+    ]))
+    job = tmp_path / "job.yaml"
+    job.write_text(GENERATED_JOB)
+    runs = [runner.invoke(kaictl, ["dry-run", "--snapshot", str(cluster), "-f", str(job), "-o", "json"])
+            for _ in range(2)]
+    assert all(r.exit_code == 0 for r in runs), runs[0].output
+    pods = json.loads(runs[0].stdout)["pods"]
+    assert len(pods) == 2 and {p["queue"] for p in pods} == {"team-a"}
+    assert len({p["podGroup"] for p in pods}) == 1 and pods[0]["podGroup"].startswith("pg-job-train-")
+    assert {p["status"] for p in pods} == {"Running"}
+    assert runs[0].stdout == runs[1].stdout  # the made-up name is the same every time
+
+
 def test_unknown_output_format(snap: Path) -> None:
     res = runner.invoke(kaictl, ["dry-run", "--snapshot", str(snap), "-o", "xml"])
     assert res.exit_code == 1 and "table, wide, json, yaml" in res.output

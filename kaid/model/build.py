@@ -58,6 +58,7 @@ class Inputs:
 
 _LISTS = {"Node": "nodes", "Pod": "pods", "Queue": "queues", "PodGroup": "podgroups",
           "PriorityClass": "priority_classes", "Topology": "topologies", "PodDisruptionBudget": "pdbs"}
+READ_KINDS: frozenset[str] = frozenset({*_LISTS, "Namespace", *OWNER_KINDS})  # the kinds a snapshot reads
 
 
 def sort_inputs(objects: Iterable[Obj], into: Inputs | None = None) -> Inputs:
