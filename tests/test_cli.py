@@ -131,6 +131,19 @@ def test_a_workload_named_by_generate_name_keeps_its_queue_and_gang(tmp_path: Pa
     assert runs[0].stdout == runs[1].stdout  # the made-up name is the same every time
 
 
+def test_queue_create_checks_the_queue_before_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nowhere = tmp_path / "no-kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(nowhere))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    bad = runner.invoke(kaictl, ["queue", "create", "team", "--gpu-quota", "-5"])
+    assert bad.exit_code == 1 and "queue team is invalid" in bad.output and "kubeconfig" not in bad.output
+    good = runner.invoke(kaictl, ["queue", "create", "team", "--gpu-quota", "5"])
+    assert good.exit_code == 1 and "kubeconfig" in good.output
+    assert "--snapshot" not in good.output  # queue create writes to a cluster: no offline way to offer
+    offline = runner.invoke(kaictl, ["fairshare"])
+    assert offline.exit_code == 1 and "--snapshot FILE to work offline" in offline.output
+
+
 def test_unknown_output_format(snap: Path) -> None:
     res = runner.invoke(kaictl, ["dry-run", "--snapshot", str(snap), "-o", "xml"])
     assert res.exit_code == 1 and "table, wide, json, yaml" in res.output

@@ -38,13 +38,19 @@ def read_config(path: Path | None, solver: str | None = None) -> SchedulerConfig
     return cfg
 
 
-def client(kubeconfig: Path | None, context: str | None) -> Any:
+def client(kubeconfig: Path | None, context: str | None, offline: bool = True) -> Any:
+    """A client for the kubeconfig's cluster; ``offline``: the command also reads a --snapshot file instead,
+    which the error then says."""
     from kaid.kube.client import KubeClient
 
     try:
         return KubeClient.from_config(str(kubeconfig) if kubeconfig else None, context)
     except ValueError as e:
-        fail(f"{e}. Pass --kubeconfig, or --snapshot FILE to work offline")
+        why = str(e)
+        if offline:
+            why += ", or --snapshot FILE to work offline" if why.endswith("--kubeconfig") else \
+                "; or pass --snapshot FILE to work offline"
+        fail(why)
 
 
 def current_namespace(kubeconfig: Path | None, context: str | None) -> str:

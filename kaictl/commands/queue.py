@@ -59,12 +59,17 @@ def _flags(*values: float | None) -> dict[str, float | None]:
     return dict(zip(keys, values, strict=True))
 
 
-def validate(name: str, spec: Obj, existing: dict[str, Obj]) -> list[str]:
-    """Errors (raise) and warnings (returned) for a queue about to be written."""
+def _check_spec(name: str, spec: Obj) -> None:
+    """The queue's spec against the Queue schema; an error ends the command."""
     try:
         QueueSpec.model_validate(spec)
     except ValidationError as err:
         fail(f"queue {name} is invalid: {validation_message(err)}")
+
+
+def validate(name: str, spec: Obj, existing: dict[str, Obj]) -> list[str]:
+    """Errors (raise) and warnings (returned) for a queue about to be written."""
+    _check_spec(name, spec)
     parent = spec.get("parentQueue")
     if parent:
         if parent == name:
@@ -146,8 +151,6 @@ def create(
     Unset quotas are 0, unset limits -1 (no limit) and weights 1."""
     from kaid.kube.client import ApiError
 
-    cl = client(kubeconfig, context)
-    existing = _existing(cl)
     objs: list[Obj] = []
     if filename is not None:
         objs = _queues_in_file(filename)
@@ -163,7 +166,10 @@ def create(
                  "metadata": {"name": name}, "spec": spec}]
     else:
         fail("name a queue (kaictl queue create NAME --gpu-quota 8) or pass -f FILE")
-    _check_new(objs, existing)
+    for o in objs:  # what the queues say is checked before the cluster is asked what exists
+        _check_spec(str(o["metadata"]["name"]), o["spec"])
+    cl = client(kubeconfig, context, offline=False)
+    _check_new(objs, _existing(cl))
     if dry_run:
         emit_data(objs if len(objs) > 1 else objs[0], "yaml")
         return
@@ -228,7 +234,7 @@ def set_(
     """Change a queue's parent, priority, quotas, limits or weights (validated before writing)."""
     from kaid.kube.client import ApiError
 
-    cl = client(kubeconfig, context)
+    cl = client(kubeconfig, context, offline=False)
     existing = _existing(cl)
     if name not in existing:
         fail(f"queue {name} does not exist (existing: {', '.join(sorted(existing)) or 'none'})")
@@ -266,7 +272,7 @@ def delete(
     """Delete a queue; refused while it has child queues or jobs, unless --force."""
     from kaid.kube.client import ApiError
 
-    cl = client(kubeconfig, context)
+    cl = client(kubeconfig, context, offline=False)
     existing = _existing(cl)
     if name not in existing:
         fail(f"queue {name} does not exist")
