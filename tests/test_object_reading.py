@@ -16,7 +16,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.api.quantity import QuantityError, to_int, to_milli
 from kaid.model import build, jobs, pods
-from kaid.model.objects import Job, Pod, Reason, own_warnings
+from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Job, Pod, Reason, own_warnings
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -103,6 +103,8 @@ def plain_read_pod(obj: Obj, problems: list[Reason]) -> Pod:
             ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {gpu} {c.GPU_RESOURCE}; whole devices only. "
             f"Use the annotation {c.GPU_FRACTION_ANNOTATION} for a share of one GPU"))
     pod.gpu_whole = int(gpu)
+    if not (0 <= pod.gpu_whole <= MAX_NODE_GPUS and 0 <= pod.cpu <= MOST_AMOUNT and 0 <= pod.mem <= MOST_AMOUNT):
+        pods._impossible_amounts(pod, problems)  # (refused and bounded, as read_parts does)
     ann = meta.string_map(meta.mapping(m.get("annotations")))
     pods._read_sharing(pod, ann, problems)
     selector = spec.get("nodeSelector")

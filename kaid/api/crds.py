@@ -16,7 +16,8 @@ from kaid.api.duration import parse_duration
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    # (a number must be finite: "inf" or an integer beyond a float's range read from a file is no quota or weight)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
 
 class QueueResource(_Spec):

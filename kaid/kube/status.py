@@ -28,7 +28,8 @@ log = logging.getLogger("kaid.status")
 Obj = dict[str, Any]
 UNSCHEDULABLE_EVENT_EVERY = 300.0
 # kinds whose problems go into a Warning event (they have no status of their own): kind -> apiVersion
-_NO_STATUS = {"Topology": f"{c.TOPOLOGY_GROUP}/{c.TOPOLOGY_VERSION}", "PriorityClass": "scheduling.k8s.io/v1"}
+_NO_STATUS = {"Topology": f"{c.TOPOLOGY_GROUP}/{c.TOPOLOGY_VERSION}", "PriorityClass": "scheduling.k8s.io/v1",
+              "Node": "v1"}  # (a Node's status is its kubelet's)
 
 
 def _now() -> str:
@@ -196,7 +197,8 @@ class StatusWriter:
 
     def _problems(self, d: Decisions) -> None:
         """A Warning event on each bad object that has no status of its own to say it (a Topology, a
-        PriorityClass); Queues and PodGroups say it in their status. Repeated every few minutes while it lasts."""
+        PriorityClass, a Node); Queues and PodGroups say it in their status. Repeated every few minutes while it
+        lasts."""
         for problem in d.problems:
             api_version = _NO_STATUS.get(problem.kind)
             if api_version is None:

@@ -20,7 +20,18 @@ from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
 from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
-from kaid.model.objects import Job, Node, ObjectProblem, Pod, PriorityClass, Queue, Reason, Snapshot, own_errors
+from kaid.model.objects import (
+    Job,
+    Node,
+    ObjectProblem,
+    Pod,
+    PriorityClass,
+    Queue,
+    Reason,
+    Snapshot,
+    malformed,
+    own_errors,
+)
 from kaid.model.partition import Partition, podgroup_key, workload_owner
 from kaid.model.pods import (
     PodReader,
@@ -70,6 +81,8 @@ def sort_inputs(objects: Iterable[Obj], into: Inputs | None = None) -> Inputs:
         if not isinstance(obj, dict):
             continue
         kind = obj.get("kind")
+        if not isinstance(kind, str):
+            continue  # (no kind kai reads; a list or a mapping cannot be looked up)
         add = into_list.get(kind)
         if add is not None:
             add(obj)
@@ -153,18 +166,31 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
         problems.extend(ObjectProblem("Queue", q.name, None, err) for err in q.errors)
         if usage and q.name in usage:
             q.usage = list(usage[q.name])
-    nodes = sorted((read_node(obj) for obj in inp.nodes if part.takes(obj)), key=lambda n: n.name)
+    bad_nodes: list[ObjectProblem] = []
+    nodes: list[Node] = []
+    for obj in inp.nodes:
+        try:
+            if part.takes(obj):
+                nodes.append(read_node(obj, bad_nodes))
+        except Exception as err:  # (a malformed object: left out, ``malformed``)
+            bad_nodes.append(malformed("Node", obj, err, namespaced=False))
+    nodes.sort(key=lambda n: n.name)
+    problems.extend(sorted(bad_nodes, key=lambda p: p.name))  # (by name, as the live model's)
     node_by_name = {n.name: n for n in nodes}
     jobs: dict[str, Job] = {}
     foreign: set[str] = set()  # the PodGroups of other shards: their pods are no jobs of this scheduler
     for obj in inp.podgroups:
-        if part.takes(obj):
-            read_podgroup(obj, jobs)
-        else:
-            foreign.add(podgroup_key(obj))
+        try:
+            if part.takes(obj):
+                read_podgroup(obj, jobs)
+            else:
+                foreign.add(podgroup_key(obj))
+        except Exception as err:
+            problems.append(malformed("PodGroup", obj, err))
     marks: StaleMarks = {}
     pods, holders, reservations = _read_pods(inp, cfg, pod_reader or read_pod, node_by_name, jobs, wait_for_owners,
-                                             marks, part, (foreign - jobs.keys(), set(jobs) if part.key else set()))
+                                             marks, part, (foreign - jobs.keys(), set(jobs) if part.key else set()),
+                                             problems)
     for _, node, pod in sorted(holders, key=lambda h: h[0]):
         occupy(node, pod)
     waiting = {p.uid for p in pods if p.status == _PENDING and p.frac_devices}
@@ -181,12 +207,13 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
 
 def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name: Mapping[str, Node],
                jobs: dict[str, Job], wait_for_owners: bool, marks: StaleMarks, part: Partition,
-               pgs: PodGroupKeys) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
+               pgs: PodGroupKeys, problems: list[ObjectProblem],
+               ) -> tuple[list[Pod], list[Holder], list[tuple[Node, Pod]]]:
     """This scheduler's pods, each in its job; every pod that holds resources on a node, this scheduler's or
     another's (accounted after all are read); and the reservation pods of shared GPUs, which are kai's own: they
     count for nothing but what they hold on their node (no queue's share, no job). ``marks``: the stale marks the
     pods carry, by job (``StaleMarks``). A pod of this scheduler's name whose PodGroup is in another shard's partition
-    (``in_partition``) is read as another scheduler's."""
+    (``in_partition``) is read as another scheduler's. A malformed pod is left out, its problem in ``problems``."""
     pods: list[Pod] = []
     holders: list[Holder] = []
     reservations: list[tuple[Node, Pod]] = []
@@ -201,21 +228,26 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     for obj in inp.pods:
         # the object's parts read once for all that is read of the pod here: ``pod_role``, ``read_pod``, then
         # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        wanted, ours = role_of(spec, status, scheduler)
-        if not wanted:  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
-            if status.get("phase") == _SUCCEEDED and (spec.get("schedulerName") or "default-scheduler") == scheduler:
-                succeeded.append(obj)
+        try:
+            spec = obj.get("spec") or {}
+            status = obj.get("status") or {}
+            wanted, ours = role_of(spec, status, scheduler)
+            if not wanted:  # finished, or another scheduler's pending pod: not ours to place, holds nothing yet
+                if status.get("phase") == _SUCCEEDED and \
+                        (spec.get("schedulerName") or "default-scheduler") == scheduler:
+                    succeeded.append(obj)
+                continue
+            m = obj.get("metadata")
+            if not isinstance(m, dict):
+                m = _NO_ANNOTATIONS
+            anns = m.get("annotations")
+            if not isinstance(anns, dict):
+                anns = _NO_ANNOTATIONS
+            pod_problems: list[Reason] = []
+            pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
+        except Exception as err:  # (a malformed object: left out, ``malformed``)
+            problems.append(malformed("Pod", obj, err))
             continue
-        m = obj.get("metadata")
-        if not isinstance(m, dict):
-            m = _NO_ANNOTATIONS
-        anns = m.get("annotations")
-        if not isinstance(anns, dict):
-            anns = _NO_ANNOTATIONS
-        pod_problems: list[Reason] = []
-        pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
         if (not reserved_in or pod.namespace == reserved_in) and is_reservation_pod(obj, sharing):
             node = node_by_name.get(pod.node or "")
             if node is not None:

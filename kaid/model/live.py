@@ -139,6 +139,7 @@ class LiveModel:
         self.reserved: dict[str, set[str]] = {}  # a uid that may open a reservation's GPU group -> its nodes
         self.queues: dict[str, Queue] = {}
         self.queue_problems: list[ObjectProblem] = []
+        self.node_problems: dict[str, ObjectProblem] = {}  # node -> why its GPUs are not read (``read_node``)
         self.pcs: dict[str, PriorityClass] = {}
         self.topologies: dict[str, list[str]] = {}
         self.policy_problems: list[ObjectProblem] = []
@@ -524,13 +525,19 @@ class LiveModel:
         (``_PodEntry.placed``): copies with what the node's accounting writes (``fingerprint.accounted``)."""
         if obj is None:  # (no such node, or not yet): its pods hold nothing, those bound there are NODE_GONE
             self.node_tpl.pop(name, None)
+            self.node_problems.pop(name, None)
             for e in holders:
                 e.tpl = e.placed
                 if e.rank is not None and e.placed is not None and e.placed.status in BOUND_OR_RUNNING:
                     e.tpl = e.placed.copy()
                     node_gone(e.tpl)
             return
-        node = read_node(obj)
+        bad: list[ObjectProblem] = []
+        node = read_node(obj, bad)
+        if bad:
+            self.node_problems[name] = bad[0]
+        else:
+            self.node_problems.pop(name, None)
         holders = sorted(holders, key=lambda e: (e.rank if e.rank is not None else 9, e.seq))
         reservations: list[Pod] = []
         for e in holders:
@@ -747,7 +754,7 @@ class LiveModel:
                     pod.job = job
                 jobs[key] = job
         queues = self._queues(jobs, usage)
-        problems = [*self.policy_problems, *self.queue_problems]
+        problems = [*self.policy_problems, *self.queue_problems, *(p for _, p in sorted(self.node_problems.items()))]
         budgets = [Budget(b.namespace, b.name, b.selector, b.disruptions_allowed) for b in self.budgets]
         return Snapshot(nodes, queues, jobs, pods, dict(self.topologies), dict(self.pcs), now, problems, budgets,
                         {n.name: n for n in nodes}, journal, self.parts.copy())

@@ -7,22 +7,23 @@ from typing import Any
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.quantity import QuantityError, to_int, to_milli
-from kaid.model.objects import Node, Pod
+from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Node, ObjectProblem, Pod, Reason
 from kaid.model.pods import gpu_groups_of, new_gpu_group
-from kaid.model.vocabulary import PodStatus
+from kaid.model.vocabulary import PodStatus, ReasonCode
 
 Obj = dict[str, Any]
 
 
-def read_node(obj: Obj) -> Node:
-    """One node: allocatable resources, GPUs and their memory, readiness, taints."""
+def read_node(obj: Obj, problems: list[ObjectProblem] | None = None) -> Node:
+    """One node: allocatable resources, GPUs and their memory, readiness, taints. A GPU count above
+    ``MAX_NODE_GPUS`` is read as none, with a problem added to ``problems``."""
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
 
-    def q(key: str, fn: Any, default: int) -> int:
+    def q(key: str, fn: Any, default: int, most: int = MOST_AMOUNT) -> int:
         try:
-            return int(fn(alloc[key])) if key in alloc else default
+            return min(int(fn(alloc[key])), most) if key in alloc else default
         except QuantityError:
             return 0
 
@@ -36,9 +37,18 @@ def read_node(obj: Obj) -> Node:
     except ValueError:
         gpu_mem = 0
     taints = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
-    return Node(meta.name(obj), labels, taints, bool(spec.get("unschedulable")), ready,
-                q("cpu", to_milli, 0), q("memory", to_int, 0), q("pods", to_int, 110),
-                q(c.GPU_RESOURCE, to_int, 0), gpu_mem)
+    name = meta.name(obj)
+    gpus = q(c.GPU_RESOURCE, to_int, 0, MAX_NODE_GPUS + 1)
+    if gpus > MAX_NODE_GPUS:
+        if problems is not None:
+            problems.append(ObjectProblem("Node", name, None, Reason(
+                ReasonCode.INVALID_NODE, f"node {name} reports {to_int(alloc[c.GPU_RESOURCE])} GPUs "
+                f"({c.GPU_RESOURCE}), more than any node can have (kai reads at most {MAX_NODE_GPUS}); kai places no "
+                "GPU pod there until it reports a true count: check the node's GPU device plugin",
+                {"most": MAX_NODE_GPUS})))
+        gpus = 0
+    return Node(name, labels, taints, bool(spec.get("unschedulable")), ready,
+                q("cpu", to_milli, 0), q("memory", to_int, 0), q("pods", to_int, 110), gpus, gpu_mem)
 
 
 def occupy(node: Node, pod: Pod) -> None:

@@ -13,7 +13,7 @@ from kaid.api.constants import DEFAULT_SUBGROUP, SUBGROUP_LABEL
 from kaid.model.selectors import selector_matches
 from kaid.model.vocabulary import CPU as CPU
 from kaid.model.vocabulary import GPU as GPU
-from kaid.model.vocabulary import HOLDS_RESOURCES, PodPhase, PodStatus
+from kaid.model.vocabulary import HOLDS_RESOURCES, PodPhase, PodStatus, ReasonCode
 from kaid.model.vocabulary import MEM as MEM
 from kaid.model.vocabulary import RESOURCES as RESOURCES
 
@@ -43,6 +43,18 @@ class Reason:
     def to_dict(self) -> dict[str, Any]:
         return {"reason": str(self.code), "message": self.message,
                 **({"details": self.details} if self.details else {})}
+
+
+MAX_NODE_GPUS = 4096
+"""The most GPUs kai reads on one node (a node of eight GPUs time-sliced 48 ways reports 384); a node reporting more is
+read without GPUs, with a problem (``nodes.read_node``), and a pod asking for more is refused and read as asking for
+one more than this (``pods.read_parts``): past it, what an object says cannot be true, and reading it literally made a
+list of that many devices (an API-valid pod asking for 100,000,000 GPUs, bound by hand, stalled the snapshot build in
+``nodes.occupy``)."""
+MOST_AMOUNT = 2**53
+"""The most millicores or bytes kai reads of a node or a pod (a node's larger amount is read as this, a pod asking
+more is refused): a request of 1e30 cpu is valid to the API server, and an amount past 64 bits breaks the placement
+solver's model."""
 
 
 class Node:
@@ -395,6 +407,20 @@ class ObjectProblem:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "namespace": self.namespace, **self.reason.to_dict()}
+
+
+def malformed(kind: str, obj: dict[str, Any], err: Exception, namespaced: bool = True) -> ObjectProblem:
+    """The problem of an object that could not be read at all (a field of the wrong type: a spec that is a string, a
+    container that is a number), which a snapshot leaves out. The API server refuses such an object, so only a
+    hand-written snapshot or manifest holds one; reading on would stop the whole snapshot for it."""
+    m = obj.get("metadata")
+    m = m if isinstance(m, dict) else {}
+    name = str(m.get("name") or "")
+    namespace = str(m.get("namespace") or "default") if namespaced else None
+    shown = f"{namespace}/{name}" if namespace else name
+    return ObjectProblem(kind, name, namespace, Reason(
+        ReasonCode.MALFORMED_OBJECT, f"{kind} {shown or '(no name)'} is malformed and left out ({type(err).__name__}: "
+        f"{err}): fix it so that each field has the type the Kubernetes API gives it", {"error": type(err).__name__}))
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import GpuSharingConfig
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
-from kaid.model.objects import Node, Pod, Reason
+from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Node, Pod, Reason
 from kaid.model.podterms import required_pod_terms
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
@@ -69,6 +69,21 @@ def _required_terms(spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     return terms
 
 
+def _impossible_amounts(pod: Pod, problems: list[Reason]) -> None:
+    """A pod that asks for less than nothing or for more than any node holds (``MAX_NODE_GPUS``, ``MOST_AMOUNT``):
+    refused, with its amounts read within those bounds (the API server refuses a negative request, a hand-written
+    file may hold one; past the bounds a pod fits nowhere all the same, and every sum of them stays within 64
+    bits)."""
+    problems.append(Reason(
+        ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {pod.gpu_whole} GPUs, {pod.cpu} millicores and {pod.mem} "
+        f"bytes of memory: each must be at least 0 and at most what a node can hold (kai reads up to "
+        f"{MAX_NODE_GPUS} GPUs and {MOST_AMOUNT} millicores or bytes on a node); fix its resources.requests",
+        {"mostGpus": MAX_NODE_GPUS}))
+    pod.gpu_whole = min(max(pod.gpu_whole, 0), MAX_NODE_GPUS + 1)
+    pod.cpu = min(max(pod.cpu, 0), MOST_AMOUNT + 1)
+    pod.mem = min(max(pod.mem, 0), MOST_AMOUNT + 1)
+
+
 def read_pod(obj: Obj, problems: list[Reason]) -> Pod:
     """Parse one pod; problems with its GPU annotations or requests go into ``problems``. (Tens of thousands are
     read per cold snapshot: the metadata is read here directly, and of the annotations only the few kai reads.)"""
@@ -89,7 +104,8 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
     labels = pod.labels = {str(k): str(v) for k, v in raw_labels.items()} \
         if raw_labels and isinstance(raw_labels, dict) else {}
     pod.phase = str(status.get("phase") or PodPhase.PENDING)
-    pod.node = spec.get("nodeName") or None
+    node = spec.get("nodeName")
+    pod.node = str(node) if node else None
     pod.created = timestamp(m.get("creationTimestamp"))
     started = status.get("startTime")  # (none yet, as for a pending pod: read as 0, so the creation time)
     pod.started = (timestamp(started) or pod.created) if started else pod.created
@@ -98,6 +114,8 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
         pod.releasing = True
         pod.deleted = timestamp(deletion)
     pod.cpu, pod.mem, pod.gpu_whole, part = _amounts(spec, pod, problems)
+    if not (0 <= pod.gpu_whole <= MAX_NODE_GPUS and 0 <= pod.cpu <= MOST_AMOUNT and 0 <= pod.mem <= MOST_AMOUNT):
+        _impossible_amounts(pod, problems)
     if part is not None:
         problems.append(Reason(
             ReasonCode.INVALID_SPEC, f"pod {pod.key} requests {part} {c.GPU_RESOURCE}; whole devices only. "

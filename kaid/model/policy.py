@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.crds import TopologySpec, validation_message
-from kaid.model.objects import Budget, ObjectProblem, PriorityClass, Reason
+from kaid.model.objects import Budget, ObjectProblem, PriorityClass, Reason, malformed
 from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
@@ -52,8 +52,12 @@ def read_budgets(objs: list[Obj], problems: list[ObjectProblem]) -> list[Budget]
     problem and reads as none allowed, so the budget still protects the pods it covers and no others."""
     budgets = []
     for obj in objs:
-        sel = (obj.get("spec") or {}).get("selector") or {}
-        allowed = (obj.get("status") or {}).get("disruptionsAllowed")
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not isinstance(spec, dict) or not isinstance(status, dict):
+            problems.append(malformed("PodDisruptionBudget", obj, TypeError("its spec and status must be mappings")))
+            continue
+        sel = spec.get("selector") or {}
+        allowed = status.get("disruptionsAllowed")
         allowed_i = _allowance(0 if allowed is None else allowed)
         if allowed_i is None:
             name = meta.name(obj)

@@ -11,7 +11,7 @@ from kaid.api import meta
 from kaid.api.crds import QueueSpec, validation_message
 from kaid.api.duration import parse_duration
 from kaid.model.nodes import reference_node
-from kaid.model.objects import UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, zero
+from kaid.model.objects import UNLIMITED, Node, ObjectProblem, Pod, Queue, Reason, Snapshot, malformed, zero
 from kaid.model.vocabulary import CPU, GPU, HOLDS_RESOURCES, MEM, ReasonCode
 
 Obj = dict[str, Any]
@@ -48,7 +48,10 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem], unmanaged: bool 
             problems.append(ObjectProblem("Queue", name, None, Reason(
                 ReasonCode.DUPLICATE_QUEUE, f"queue {name} appears twice in the input; the first one is used")))
             continue
-        queues[name] = _read_queue(obj, name, unmanaged)
+        try:
+            queues[name] = _read_queue(obj, name, unmanaged)
+        except Exception as err:  # (a malformed object: left out)
+            problems.append(malformed("Queue", obj, err, namespaced=False))
     _link_parents(queues)
     _cut_cycles(queues)
     for q in queues.values():

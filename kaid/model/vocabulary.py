@@ -103,8 +103,10 @@ class ReasonCode(StrEnum):
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
     INVALID_PREEMPTIBILITY = "InvalidPreemptibility"
     INVALID_TOPOLOGY = "InvalidTopology"
+    INVALID_NODE = "InvalidNode"
     INVALID_ANNOTATION = "InvalidAnnotation"
     INVALID_DISRUPTION_BUDGET = "InvalidDisruptionBudget"
+    MALFORMED_OBJECT = "MalformedObject"  # a field of the wrong type: the object is left out (``malformed``)
     UNKNOWN_TOPOLOGY = "UnknownTopology"
     UNKNOWN_TOPOLOGY_LEVEL = "UnknownTopologyLevel"
     UNKNOWN_QUEUE = "UnknownQueue"
