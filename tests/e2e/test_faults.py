@@ -34,12 +34,14 @@ from .faults import (
     rss_kib,
 )
 from .kaid_helpers import (
+    POOL_LABEL,
     Kaid,
     KaiInstall,
     Obj,
     events,
     lease_holder,
     pod,
+    pod_condition,
     pods_of,
     queue,
     suffix,
@@ -597,3 +599,49 @@ def test_malformed_objects_while_scheduling(
     assert growth < 400 * 1024, f"kaid's RSS grew by {growth / 1024:.0f} MiB over the batches: {rss}"
     assert idle_growth < max(32 * 1024, rss[-2] // 10), f"kaid's RSS grew by {idle_growth / 1024:.0f} MiB in 3 " \
         f"cycles without new objects: {rss}"
+
+
+def test_objects_no_node_can_hold_harm_nothing(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start: Any
+) -> None:
+    """Objects the API server takes whose amounts no node can hold: a pod bound by hand (its nodeName set) asking
+    for 100,000,000 GPUs, a pending pod asking as much, a node reporting 10^9 GPUs. Before, the bound pod's
+    devices were read one by one: the snapshot build never ended and nothing was scheduled any more; a node of 10^9
+    GPUs ran kaid out of memory. Now kaid keeps binding, the pending pod is told why it waits, and the node gets a
+    Warning event ``Invalid`` (in namespace ``default``) and no GPU pod."""
+    cp = control_plane
+    pool, nodes = make_pool(2, gpus=8)
+    bad_node = cp.add_gpu_nodes(1, gpus=10**9, name_prefix=f"kaid-{pool}-huge", labels={POOL_LABEL: pool},
+                                wait=True)[0]
+    try:
+        q, other = make_queues(queue(f"sane-{suffix()}", 0), queue(f"huge-{suffix()}", 0))
+        kaid = start("impossible")
+        by_hand = pod("by-hand", pool, other, 100_000_000)
+        by_hand["spec"]["nodeName"] = nodes[0]
+        create_all(cp, namespace, [by_hand, pod("asks-too-much", pool, other, 100_000_000)])
+        kaid.wait_cycles(2, 60)
+        good = [pod(f"good-{i}", pool, q, 1) for i in range(4)]
+        create_all(cp, namespace, good)
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in pods_of(cp, namespace)
+                             if p["metadata"]["name"].startswith("good-")), 60, "the well-formed pods bound",
+                 interval=0.5)
+        # nodes[0] is over-committed by the pod bound by hand, the bad node has no GPU kai reads: nodes[1] takes them
+        assert {p["spec"]["nodeName"] for p in pods_of(cp, namespace) if p["metadata"]["name"].startswith("good-")} \
+            == {nodes[1]}
+
+        def told(name: str) -> str:
+            obj = next(p for p in pods_of(cp, namespace) if p["metadata"]["name"] == name)
+            cond = pod_condition(obj, "PodScheduled") or {}
+            return str(cond.get("message") or "") if cond.get("status") == "False" else ""
+
+        wait_for(lambda: "requests 100000000 GPUs" in told("asks-too-much"), 60, "the pending pod told why",
+                 interval=0.5)
+
+        def node_warned() -> bool:
+            return any(e["involvedObject"].get("name") == bad_node and "reports 1000000000 GPUs" in e["message"]
+                       for e in events(cp, "default", "Invalid"))
+
+        wait_for(node_warned, 60, "a Warning event on the node of 10^9 GPUs", interval=0.5)
+        assert "cycle failed" not in kaid.full_log()
+    finally:
+        cp.request("DELETE", f"/api/v1/nodes/{bad_node}")
