@@ -49,7 +49,7 @@ def _mutate(obj: Obj, rng: random.Random) -> None:
     if isinstance(parent, dict) and rng.random() < 0.25:
         del parent[path[-1]]
     else:
-        parent[path[-1]] = rng.choice(ODD)
+        parent[path[-1]] = copy.deepcopy(rng.choice(ODD))  # (a copy: a later mutation may write inside it)
 
 
 @pytest.mark.parametrize("name", ["reclaim-05", "allocate-32", "consolidation-01", "preempt-05", "reclaim-21"])
@@ -141,3 +141,49 @@ def test_a_podgroup_and_a_budget_that_cannot_be_read_are_problems() -> None:
     snap, _ = _cycle([node("n0"), queue("q"), pg, budget, pod("a", gpus=1, queue="q", group="g")])
     kinds = {(p.kind, p.reason.code) for p in snap.problems}
     assert ("PodDisruptionBudget", ReasonCode.MALFORMED_OBJECT) in kinds
+
+
+_WORKLOADS: dict[str, tuple[str, Obj]] = {  # kind -> (apiVersion, a well-formed spec): what min_member_of reads
+    "PyTorchJob": ("kubeflow.org/v1", {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}}),
+    "MPIJob": ("kubeflow.org/v2beta1", {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": 2}}}),
+    "RayCluster": ("ray.io/v1", {"workerGroupSpecs": [{"minReplicas": 2, "replicas": 3}]}),
+    "RayJob": ("ray.io/v1", {"rayClusterSpec": {"workerGroupSpecs": [{"replicas": 2}]}}),
+    "JobSet": ("jobset.x-k8s.io/v1alpha2",
+               {"replicatedJobs": [{"replicas": 2, "template": {"spec": {"parallelism": 2}}}]}),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", {"leaderWorkerTemplate": {"size": 4}}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_WORKLOADS))
+def test_a_workload_whose_spec_has_fields_of_other_types_groups_its_pods_all_the_same(kind: str) -> None:
+    """A third party's workload (a RayCluster, a JobSet) may come through a CRD schema that leaves parts of its spec
+    unchecked: each field of its spec replaced by a value of another type, the cold build, kaid's live model and its
+    podgrouper read it as absent (a gang of at least one pod). Before, min_member_of raised, and the live model failed
+    every cycle after the first such workload it saw (fuzzing: 264 of 600 such workloads)."""
+    from kaid.kube.podgrouper import podgroups_to_create
+
+    api, spec = _WORKLOADS[kind]
+    cfg = SchedulerConfig()
+    for path in _paths(spec):
+        for odd in ("x", 7, True, [1], {"a": "b"}, None):
+            owner: Obj = {"apiVersion": api, "kind": kind, "spec": copy.deepcopy(spec),
+                          "metadata": {"name": "w", "namespace": "default", "uid": "w"}}
+            parent: Any = owner["spec"]
+            for k in path[:-1]:
+                parent = parent[k]
+            parent[path[-1]] = odd
+            pods = [pod(f"w-{i}", gpus=1, queue="q") for i in range(2)]
+            for p in pods:
+                p["metadata"]["ownerReferences"] = [{"apiVersion": api, "kind": kind, "name": "w", "uid": "w",
+                                                     "controller": True}]
+            objs = [node("n0"), queue("q"), owner, *pods]
+            cold = build_snapshot(objs, cfg, 0.0)
+            model = LiveModel(cfg, wait_for_owners=True)
+            for obj in objs:
+                model.upsert(obj)
+            live = model.snapshot(0.0)
+            for snap in (cold, live):
+                (job,) = snap.jobs.values()
+                assert job.min_member >= 1 and len(job.pods) == 2, (path, odd)
+                run_cycle(snap, cfg)
+            assert len(podgroups_to_create(objs, cfg)) == 1

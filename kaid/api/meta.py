@@ -73,7 +73,7 @@ def as_int(value: Any, default: int = 0) -> int:
     """A count from a field that people write (``"3"``, ``3``, garbage): ``default`` when unreadable."""
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: an infinite float, which a file may hold)
         return default
 
 

@@ -94,37 +94,42 @@ def podgrouper_skipped_by(pod: Obj, owners: OwnerIndex) -> str | None:
 
 
 def _replica_sum(specs: Any) -> int:
-    if not isinstance(specs, dict):
-        return 0
-    return sum(as_int((s or {}).get("replicas"), 1) for s in specs.values() if isinstance(s, dict))
+    return sum(as_int(s.get("replicas"), 1) for s in meta.mapping(specs).values() if isinstance(s, dict))
+
+
+def _mappings(value: Any) -> list[Obj]:
+    """The mappings of a field that should be a list of them (a workload's groups); none where it is not one."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def min_member_of(kind: str, owner: Obj | None, pod: Obj) -> int:
-    """How many pods of this workload must start together."""
+    """How many pods of this workload must start together. The workload's fields are read as their types say, and a
+    field of another type as absent: a third party's resource (a RayCluster, a JobSet) may come through a schema
+    that leaves parts of it unchecked."""
     for source in (owner, pod):  # the owner's annotation wins
         anns = meta.annotations_of(source)
         if c.BATCH_MIN_MEMBER_ANNOTATION in anns:
             return max(1, as_int(anns[c.BATCH_MIN_MEMBER_ANNOTATION], 1))
     if owner is None:
         return 1
-    spec = owner.get("spec") or {}
+    spec = meta.mapping(owner.get("spec"))
     if kind == "PyTorchJob":
         return max(1, _replica_sum(spec.get("pytorchReplicaSpecs")))
     if kind == "MPIJob":
         return max(1, _replica_sum(spec.get("mpiReplicaSpecs")))
     if kind == "RayCluster":
-        workers = spec.get("workerGroupSpecs") or []
-        return 1 + sum(as_int((w or {}).get("minReplicas"), as_int((w or {}).get("replicas"), 0)) for w in workers)
+        workers = _mappings(spec.get("workerGroupSpecs"))
+        return 1 + sum(as_int(w.get("minReplicas"), as_int(w.get("replicas"), 0)) for w in workers)
     if kind == "RayJob":
-        return min_member_of("RayCluster", {"spec": spec.get("rayClusterSpec") or {}}, pod)
+        return min_member_of("RayCluster", {"spec": meta.mapping(spec.get("rayClusterSpec"))}, pod)
     if kind == "JobSet":
         total = 0
-        for rj in spec.get("replicatedJobs") or []:
-            par = as_int(((rj or {}).get("template") or {}).get("spec", {}).get("parallelism"), 1)
-            total += as_int((rj or {}).get("replicas"), 1) * par
+        for rj in _mappings(spec.get("replicatedJobs")):
+            par = as_int(meta.mapping(meta.mapping(rj.get("template")).get("spec")).get("parallelism"), 1)
+            total += as_int(rj.get("replicas"), 1) * par
         return max(1, total)
     if kind == "LeaderWorkerSet":
-        return max(1, as_int((spec.get("leaderWorkerTemplate") or {}).get("size"), 1))
+        return max(1, as_int(meta.mapping(spec.get("leaderWorkerTemplate")).get("size"), 1))
     return 1
 
 
