@@ -50,6 +50,8 @@ class Bind:
     action: str = Action.ALLOCATE
     by: str | None = None
     gpu_groups: tuple[str, ...] = ()  # a shared-GPU pod's group on each of its devices (``devices`` order)
+    # labels the pod is given as it is bound: its shard's node-pool label where it lacks it (``pool_label``)
+    set_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -143,6 +145,23 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None, ones: dict[str, tup
                 pod.gpu_milli_on(node), action, by, groups)
 
 
+def pool_label(cfg: SchedulerConfig) -> Callable[[Bind, Pod], Bind]:
+    """What marks each bind of a scheduling shard's pod (``partitionLabelValue``) that lacks the shard's node-pool
+    label with it, so that the bound pod carries it (as KAI's scheduler patches a pod it binds, ``cache.go``
+    ``nodePoolLabelsChange`` at d5bc503a); the default shard's binds are left as they are."""
+    key, value = cfg.nodePoolLabelKey, cfg.partitionLabelValue
+    if not key or not value:
+        return lambda b, pod: b
+    mark = ((key, value),)
+
+    def marked(b: Bind, pod: Pod) -> Bind:
+        if pod.labels.get(key) != value:
+            b.set_labels = mark
+        return b
+
+    return marked
+
+
 def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
               on_bind: Callable[[list[Bind]], None] | None = None, memory: SearchMemory | None = None,
               bind_ready: bool = True) -> Decisions:
@@ -158,7 +177,9 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     fair_rows = queue_rows(snap)  # fair shares as computed at the start of the cycle
     recalled = recall(memory, snap, cfg, STUCK_RELEASING_SECONDS) if memory is not None and focus is None else None
     index = NodeIndex(snap.nodes, snap.journal, snap.pods)
-    hook = None if on_bind is None else (lambda ops: on_bind([_bind(op.pod, op.node, op.action, op.by) for op in ops]))
+    label = pool_label(cfg)
+    hook = None if on_bind is None else \
+        (lambda ops: on_bind([label(_bind(op.pod, op.node, op.action, op.by), op.pod) for op in ops]))
     session = Session(snap, index, cfg, focus=focus, on_commit=hook, recall=recalled)
     out = Decisions(problems=list(snap.problems), memory=recalled.after if recalled is not None else None)
     roll = None
@@ -170,7 +191,8 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
         waits.extend(ready)
         ready = []
     for pod in ready:
-        out.binds.append(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE, None))
+        out.binds.append(label(_bind(pod, snap.node_by_name[pod.node or ""], pod.pipeline_action or Action.ALLOCATE,
+                                     None), pod))
     if waits:  # their share of a GPU group is not allocated (``NodeIndex.note_waiting``)
         index.note_waiting(waits)
     for name, action in ACTIONS:
@@ -183,7 +205,7 @@ def run_cycle(snap: Snapshot, cfg: SchedulerConfig, focus: str | None = None,
     ones: dict[str, tuple[str]] = {}
     for op in session.placements():
         if op.kind == OpKind.ALLOCATE:
-            out.binds.append(_bind(op.pod, op.node, op.action, op.by, ones))
+            out.binds.append(label(_bind(op.pod, op.node, op.action, op.by, ones), op.pod))
         else:
             out.pipelined.append(_bind(op.pod, op.node, op.action, op.by, ones))
     for op in session.evictions():

@@ -202,3 +202,42 @@ def test_podgrouper_copies_the_top_owners_labels_and_keeps_to_its_shard() -> Non
     assert made["pg-job-w"]["metadata"]["labels"][NODE_POOL_LABEL] == "b"
     s = snap([*objs, *made.values()], partitionLabelValue="b")  # its PodGroup, made, is shard b's
     assert list(s.jobs) == ["default/pg-job-w"] and [p.name for p in s.jobs["default/pg-job-w"].pods] == ["w-0"]
+
+
+def test_a_shards_binds_give_its_pods_the_shards_label_where_they_lack_it() -> None:
+    """As KAI's scheduler patches each pod it binds with its shard's node-pool label (``cache.go``
+    ``nodePoolLabelsChange``): the pod ja-0 is shard a's by its PodGroup's label alone; a pod labelled already, and
+    every bind of the default shard, get nothing."""
+    objs = [*two_shards(), pooled(pod("ja-1", gpus=1, group="ja"), "a")]
+    d = cycle(objs, partitionLabelValue="a")
+    assert {b.pod: b.set_labels for b in d.binds} == {"default/ja-0": ((NODE_POOL_LABEL, "a"),), "default/ja-1": ()}
+    assert all(not b.set_labels for b in cycle(two_shards()).binds)
+
+
+def test_the_shards_label_is_patched_onto_the_pod_before_its_bind() -> None:
+    from kaid.cycle import Bind
+    from kaid.kube.actuator import Actuator
+
+    class Client:
+        def __init__(self) -> None:
+            self.patches: list[tuple[str, Any]] = []
+
+        def merge_patch(self, path: str, patch: Any) -> dict[str, Any]:
+            self.patches.append((path, patch))
+            return {}
+
+        def create(self, path: str, body: Any) -> dict[str, Any]:
+            self.patches.append((path, "bind"))
+            return {}
+
+    client = Client()
+    actuator = Actuator(client, workers=1)  # type: ignore[arg-type]
+    try:
+        labelled = Bind("ns/p", "n", "ns/j", "q", (0,), None, 1000, set_labels=((NODE_POOL_LABEL, "a"),))
+        assert actuator._bind_one(labelled) is None
+        assert actuator._bind_one(Bind("ns/r", "n", "ns/j", "q", (0,), None, 1000)) is None
+    finally:
+        actuator.close()
+    assert client.patches == [("/api/v1/namespaces/ns/pods/p", {"metadata": {"labels": {NODE_POOL_LABEL: "a"}}}),
+                              ("/api/v1/namespaces/ns/pods/p/binding", "bind"),
+                              ("/api/v1/namespaces/ns/pods/r/binding", "bind")]

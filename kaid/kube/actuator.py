@@ -314,11 +314,13 @@ class Actuator:
         annotations = {}
         if b.devices:
             annotations[c.GPU_DEVICES_ANNOTATION] = ",".join(str(d) for d in b.devices)
-        if patch is None and (b.groups or b.action != "allocate"):
-            meta: dict[str, Any] = {"annotations": {c.PIPELINED_NODE_ANNOTATION: None,
-                                                    c.PIPELINED_ACTION_ANNOTATION: None}}
-            if b.groups:
-                meta["labels"] = group_labels(b.groups)
+        if patch is None and (b.groups or b.action != "allocate" or b.set_labels):
+            meta: dict[str, Any] = {}
+            if b.groups or b.action != "allocate":
+                meta["annotations"] = {c.PIPELINED_NODE_ANNOTATION: None, c.PIPELINED_ACTION_ANNOTATION: None}
+            labels = {**group_labels(b.groups), **dict(b.set_labels)}
+            if labels:
+                meta["labels"] = labels
             patch = {"metadata": meta}
         deadline = time.monotonic() + self.retry_for
         for attempt in itertools.count():
@@ -376,7 +378,7 @@ class Actuator:
             return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
         out: list[tuple[Bind, Ticket[str | None]]] = []
         for b in binds:
-            if b.groups or b.action != "allocate":  # a patch first: on the pool's threads
+            if b.groups or b.action != "allocate" or b.set_labels:  # a patch first: on the pool's threads
                 out.append((b, self.pool.submit(self._bind_one, b)))
             else:
                 ticket: Ticket[str | None] = Ticket(self.pool)

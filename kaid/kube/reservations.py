@@ -322,7 +322,9 @@ class SharedBinder:
             self._undo_pod(b, pod)
             return Reason(RESERVATION_FAILED, f"could not write the GPU ConfigMaps of pod {b.pod}: "
                           f"{err.message if isinstance(err, ApiError) else err}")
-        error = self.bind_one(b, handoff.bind_patch(b.gpu_groups, b.devices, _split(b.job)[1]))
+        patch = handoff.bind_patch(b.gpu_groups, b.devices, _split(b.job)[1])
+        patch["metadata"]["labels"].update(b.set_labels)
+        error = self.bind_one(b, patch)
         if error is not None:
             self._undo_pod(b, pod)
         return error

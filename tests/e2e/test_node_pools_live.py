@@ -1,7 +1,7 @@
 """End to end: scheduling shards (KAI's node pools, docs/compatibility.md). A node labelled
 kai.scheduler/node-pool=<shard> is left alone by the default kaid, which also makes no PodGroup for that shard's
 workloads; the shard's own kaid (partitionLabelValue, a Lease of its own) binds its workload there, through a
-PodGroup that carries the workload's labels."""
+PodGroup that carries the workload's labels, and gives each pod it binds the shard's label."""
 
 from __future__ import annotations
 
@@ -40,10 +40,20 @@ def test_a_labelled_node_is_left_to_its_shards_kaid(
     wait_for(lambda: made() or None, 20, "the default kaid to make its pod's PodGroup")
     assert made() == ["pg-pod-plain"]  # none for shard x's pod
 
+    # a pod of shard x by its PodGroup's label alone: bound, it carries the label too (as KAI labels the pods it binds)
+    grouped = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+               "metadata": {"name": "labelled", "labels": {NODE_POOL_LABEL: shard}},
+               "spec": {"minMember": 1, "queue": shard_q}}
+    cp.create(f"{PODGROUPS}/namespaces/{namespace}/podgroups", grouped)
+    create_object(cp, namespace, pod("unlabelled", pool, shard_q, 1, annotations={"pod-group-name": "labelled"}))
+
     start_kaid("shard", lease=f"kai-e2e-shard-{suffix()}", overrides={"partitionLabelValue": shard})
-    got = wait_for(lambda: bound(pods_of(cp, namespace)) or None, 30, "shard x's kaid to bind its pod")
-    assert [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in got] == [("mine", node)]
+    got = wait_for(lambda: len(bound(pods_of(cp, namespace))) == 2 and bound(pods_of(cp, namespace)), 30,
+                   "shard x's kaid to bind its pods")
+    assert sorted((p["metadata"]["name"], p["spec"]["nodeName"]) for p in got) == [("mine", node), ("unlabelled", node)]
+    assert {p["metadata"]["name"]: p["metadata"]["labels"].get(NODE_POOL_LABEL) for p in got} == \
+        {"mine": shard, "unlabelled": shard}
     pg = cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups/pg-pod-mine")
     assert pg["metadata"]["labels"][NODE_POOL_LABEL] == shard
     default.wait_cycles(2)
-    assert [p["metadata"]["name"] for p in bound(pods_of(cp, namespace))] == ["mine"]
+    assert sorted(p["metadata"]["name"] for p in bound(pods_of(cp, namespace))) == ["mine", "unlabelled"]
