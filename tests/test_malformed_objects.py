@@ -187,3 +187,39 @@ def test_a_workload_whose_spec_has_fields_of_other_types_groups_its_pods_all_the
                 assert job.min_member >= 1 and len(job.pods) == 2, (path, odd)
                 run_cycle(snap, cfg)
             assert len(podgroups_to_create(objs, cfg)) == 1
+
+
+def test_a_queue_chain_deeper_than_kai_reads_is_cut_and_said() -> None:
+    """600 Queues, each the parent of the next (valid to the API server), failed every cycle in the engine's tree walks
+    (RecursionError): the queues below MAX_QUEUE_DEPTH levels are invalid, with their depth, and the rest runs."""
+    from kaid.model.queues import MAX_QUEUE_DEPTH
+
+    chain = [queue("q0"), *(queue(f"q{i}", parent=f"q{i - 1}") for i in range(1, 600))]
+    shallow, deep = f"q{MAX_QUEUE_DEPTH}", f"q{MAX_QUEUE_DEPTH + 1}"
+    snap, d = _cycle([node("n0"), *chain, pod("a", gpus=1, queue=shallow), pod("b", gpus=1, queue="q599")])
+    assert not snap.queues[shallow].errors
+    assert snap.queues[deep].errors[0].code == ReasonCode.QUEUE_TOO_DEEP
+    assert f"{MAX_QUEUE_DEPTH + 1} levels below" in snap.queues[deep].errors[0].message
+    assert max(len(q.path()) for q in snap.queues.values()) == MAX_QUEUE_DEPTH + 1
+    assert [b.pod for b in d.binds] == ["default/a"]
+    assert d.pending["default/pg-pod-b"][0].code == ReasonCode.INVALID_QUEUE
+
+
+def test_a_podgroup_of_sub_groups_nested_deeper_than_kai_reads_is_invalid() -> None:
+    """One PodGroup of 400 sub-groups, each the parent of the next, failed every cycle (RecursionError in the gang's
+    tree): it is invalid, with its reason, and the other jobs are scheduled."""
+    from kaid.api.crds import MAX_SUBGROUP_DEPTH
+
+    def chain(n: int) -> list[Obj]:
+        return [{"name": "s0", "minMember": 1}, *({"name": f"s{i}", "minMember": 1, "parent": f"s{i - 1}"}
+                                                  for i in range(1, n))]
+
+    objs = [node("n0"), queue("q"),
+            podgroup("deep", "q", subGroups=chain(400)),
+            pod("d", gpus=1, group="deep", labels={"kai.scheduler/subgroup-name": "s399"}),
+            podgroup("ok", "q", subGroups=chain(MAX_SUBGROUP_DEPTH)),
+            pod("o", gpus=1, group="ok", labels={"kai.scheduler/subgroup-name": f"s{MAX_SUBGROUP_DEPTH - 1}"})]
+    snap, d = _cycle(objs)
+    assert [b.pod for b in d.binds] == ["default/o"]
+    why = snap.jobs["default/deep"].errors[0]
+    assert why.code == ReasonCode.INVALID_POD_GROUP and f"more than {MAX_SUBGROUP_DEPTH} levels deep" in why.message

@@ -8,6 +8,7 @@ validation error into a reason on the object, never an exception that stops the 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -85,6 +86,11 @@ class SubGroup(_Spec):
                           "in: one domain of the required level, one of the preferred level where one holds them.")
 
 
+MAX_SUBGROUP_DEPTH = 32
+"""The most levels of sub-groups kai reads in a PodGroup (a workload nests two or three; the engine walks them
+recursively, and a PodGroup of 400 sub-groups, each the parent of the next, failed every cycle)."""
+
+
 class PodGroupSpec(_Spec):
     """``scheduling.run.ai/v2alpha2`` PodGroup spec."""
 
@@ -110,7 +116,7 @@ class PodGroupSpec(_Spec):
         names = [s.name for s in self.subGroups]
         if any(not n for n in names):
             raise ValueError("every sub-group needs a name")
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = sorted(n for n, k in Counter(names).items() if k > 1)
         if twice:
             raise ValueError(f"sub-group names must be unique: {', '.join(twice)} repeated")
         parent = {s.name: s.parent or "" for s in self.subGroups}
@@ -121,6 +127,9 @@ class PodGroupSpec(_Spec):
                 if at in seen:
                     raise ValueError(f"the parents of sub-group {name} form a cycle: set each parent to a sub-group "
                                      "above it, or leave it unset")
+                if len(seen) == MAX_SUBGROUP_DEPTH:
+                    raise ValueError(f"sub-group {name} is more than {MAX_SUBGROUP_DEPTH} levels deep: kai reads at "
+                                     f"most {MAX_SUBGROUP_DEPTH} levels of sub-groups")
                 seen.add(at)
                 at = parent[at]
         return self

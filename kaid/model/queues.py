@@ -54,6 +54,7 @@ def read_queues(objs: list[Obj], problems: list[ObjectProblem], unmanaged: bool 
             problems.append(malformed("Queue", obj, err, namespaced=False))
     _link_parents(queues)
     _cut_cycles(queues)
+    _cut_deep(queues)
     for q in queues.values():
         if q.parent is not None:
             q.parent.children.append(q)
@@ -147,6 +148,36 @@ def _cut_cycles(queues: dict[str, Queue]) -> None:
                     "point one of them at a parent outside the cycle", {"cycle": cycle}))
     for q in queues.values():
         if any(e.code == ReasonCode.QUEUE_CYCLE for e in q.errors):
+            q.parent = None
+
+
+MAX_QUEUE_DEPTH: Final = 32
+"""The most levels of queues kai reads above a queue (a cluster's tree is two or three deep; the engine walks it
+recursively, and a chain of 600 Queue objects, each the parent of the next, failed every cycle)."""
+
+
+def _cut_deep(queues: dict[str, Queue]) -> None:
+    """A queue more than ``MAX_QUEUE_DEPTH`` levels below its root says so, and its parent link is cut (each one's
+    below it too, so that no walk goes deeper)."""
+    depth: dict[str, int] = {}
+    for q in queues.values():
+        chain: list[Queue] = []
+        cur: Queue | None = q
+        while cur is not None and cur.name not in depth:
+            chain.append(cur)
+            cur = cur.parent
+        at = -1 if cur is None else depth[cur.name]
+        for link in reversed(chain):
+            at += 1
+            depth[link.name] = at
+    for q in queues.values():
+        if depth[q.name] > MAX_QUEUE_DEPTH:
+            q.errors.append(Reason(
+                ReasonCode.QUEUE_TOO_DEEP, f"queue {q.name} is {depth[q.name]} levels below its root queue; kai reads "
+                f"at most {MAX_QUEUE_DEPTH}: give it a parent higher up (spec.parentQueue)",
+                {"depth": depth[q.name], "most": MAX_QUEUE_DEPTH}))
+    for q in queues.values():
+        if depth[q.name] > MAX_QUEUE_DEPTH:
             q.parent = None
 
 

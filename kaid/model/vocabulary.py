@@ -96,6 +96,7 @@ class ReasonCode(StrEnum):
     INVALID_PARENT_QUEUE = "InvalidParentQueue"
     MISSING_PARENT_QUEUE = "MissingParentQueue"
     QUEUE_CYCLE = "QueueCycle"
+    QUEUE_TOO_DEEP = "QueueTooDeep"
     DUPLICATE_QUEUE = "DuplicateQueue"
     INVALID_POD_GROUP = "InvalidPodGroup"
     MISSING_POD_GROUP = "MissingPodGroup"
