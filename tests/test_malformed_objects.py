@@ -223,3 +223,23 @@ def test_a_podgroup_of_sub_groups_nested_deeper_than_kai_reads_is_invalid() -> N
     assert [b.pod for b in d.binds] == ["default/o"]
     why = snap.jobs["default/deep"].errors[0]
     assert why.code == ReasonCode.INVALID_POD_GROUP and f"more than {MAX_SUBGROUP_DEPTH} levels deep" in why.message
+
+
+def test_the_webhook_refuses_a_queue_too_deep_and_a_podgroup_nested_too_deep() -> None:
+    from kaid.api.crds import MAX_SUBGROUP_DEPTH
+    from kaid.model.queues import MAX_QUEUE_DEPTH
+    from kaid.webhook import admission
+
+    def review(path: str, obj: Obj, existing: list[Obj]) -> Obj:
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "CREATE", "object": obj}}
+        response: Obj = admission.review(path, body, SchedulerConfig(), lambda: existing)["response"]
+        return response
+
+    chain = [queue("q0"), *(queue(f"q{i}", parent=f"q{i - 1}") for i in range(1, MAX_QUEUE_DEPTH + 1))]
+    assert review("/validate-queue", queue("ok", parent=f"q{MAX_QUEUE_DEPTH - 1}"), chain)["allowed"]
+    deep = review("/validate-queue", queue("deep", parent=f"q{MAX_QUEUE_DEPTH}"), chain)
+    assert not deep["allowed"] and "levels below its root queue" in deep["status"]["message"]
+    subgroups = [{"name": "s0"}, *({"name": f"s{i}", "parent": f"s{i - 1}"} for i in range(1, MAX_SUBGROUP_DEPTH + 1))]
+    nested = review("/validate-podgroup", podgroup("g", "q", subGroups=subgroups), [])
+    assert not nested["allowed"] and "levels deep" in nested["status"]["message"]

@@ -26,12 +26,14 @@ from kaid.api.crds import PodGroupSpec, validation_message
 from kaid.model.objects import ObjectProblem, Reason
 from kaid.model.pods import read_pod
 from kaid.model.queues import read_queues
+from kaid.model.vocabulary import ReasonCode
 from kaid.sharing.handoff import HandoffError, is_shared_gpu_pod, mutate
 
 Obj = dict[str, Any]
 QueueLister = Callable[[], list[Obj]]
 # a queue's own problems (not those of its parent), which the webhook refuses
-QUEUE_REFUSALS = ("InvalidQueue", "MissingParentQueue", "QueueCycle")
+QUEUE_REFUSALS = (ReasonCode.INVALID_QUEUE, ReasonCode.MISSING_PARENT_QUEUE, ReasonCode.QUEUE_CYCLE,
+                  ReasonCode.QUEUE_TOO_DEEP)
 _PATCHED = (("metadata", "annotations"), ("spec", "containers"), ("spec", "initContainers"), ("spec", "volumes"),
             ("spec", "runtimeClassName"))
 
