@@ -221,7 +221,8 @@ def test_a_podgroup_of_sub_groups_nested_deeper_than_kai_reads_is_invalid() -> N
             pod("o", gpus=1, group="ok", labels={"kai.scheduler/subgroup-name": f"s{MAX_SUBGROUP_DEPTH - 1}"})]
     snap, d = _cycle(objs)
     assert [b.pod for b in d.binds] == ["default/o"]
-    why = snap.jobs["default/deep"].errors[0]
+    (why,) = snap.jobs["default/deep"].errors  # (its queue as written: no second reason about the default queue)
+    assert snap.jobs["default/deep"].queue == "q"
     assert why.code == ReasonCode.INVALID_POD_GROUP and f"more than {MAX_SUBGROUP_DEPTH} levels deep" in why.message
 
 

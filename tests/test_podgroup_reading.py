@@ -43,8 +43,10 @@ def _plain(obj: dict[str, Any]) -> tuple[Any, ...]:
     job = Job("ns", obj["metadata"]["name"])
     try:
         spec = PodGroupSpec.model_validate(obj.get("spec") or {})
-    except ValidationError as err:
-        return (1, "", "", None, [], None, None, None, None, None,
+    except ValidationError as err:  # (its queue as written where it names one: the job waits in it)
+        spec_read = obj.get("spec")
+        named = spec_read.get("queue") if isinstance(spec_read, dict) else None
+        return (1, named if named and isinstance(named, str) else "", "", None, [], None, None, None, None, None,
                 [f"PodGroup {job.key} is invalid: {validation_message(err)}"])
     tc = spec.topologyConstraint
     return (spec.minMember, spec.queue or "", spec.priorityClassName or "", spec.preemptibility,

@@ -90,6 +90,9 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
     spec = _read_spec(obj.get("spec"))
     if isinstance(spec, str):
         own_errors(job).append(Reason(ReasonCode.INVALID_POD_GROUP, f"PodGroup {job.key} is invalid: {spec}"))
+        named = meta.mapping(obj.get("spec")).get("queue")
+        if named and isinstance(named, str):  # (its queue as written, where it names one: else the default queue
+            job.queue = named  # was read, and a second reason said that queue did not exist)
         return
     job.min_member = spec.min_member
     job.queue = spec.queue
