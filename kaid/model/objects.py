@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 # kaid/actions and kaid/fairshare import the resource indexes from here until they adopt the vocabulary module
+from kaid.api import meta
 from kaid.api.constants import DEFAULT_SUBGROUP, SUBGROUP_LABEL
 from kaid.model.selectors import selector_matches
 from kaid.model.vocabulary import CPU as CPU
@@ -413,10 +414,8 @@ def malformed(kind: str, obj: dict[str, Any], err: Exception, namespaced: bool =
     """The problem of an object that could not be read at all (a field of the wrong type: a spec that is a string, a
     container that is a number), which a snapshot leaves out. The API server refuses such an object, so only a
     hand-written snapshot or manifest holds one; reading on would stop the whole snapshot for it."""
-    m = obj.get("metadata")
-    m = m if isinstance(m, dict) else {}
-    name = str(m.get("name") or "")
-    namespace = str(m.get("namespace") or "default") if namespaced else None
+    name = meta.name(obj)
+    namespace = meta.namespace(obj) if namespaced else None
     shown = f"{namespace}/{name}" if namespace else name
     return ObjectProblem(kind, name, namespace, Reason(
         ReasonCode.MALFORMED_OBJECT, f"{kind} {shown or '(no name)'} is malformed and left out ({type(err).__name__}: "

@@ -170,14 +170,12 @@ def _cut_deep(queues: dict[str, Queue]) -> None:
         for link in reversed(chain):
             at += 1
             depth[link.name] = at
-    for q in queues.values():
+    for q in queues.values():  # (the depths are all known: cutting one link changes none of them)
         if depth[q.name] > MAX_QUEUE_DEPTH:
             q.errors.append(Reason(
                 ReasonCode.QUEUE_TOO_DEEP, f"queue {q.name} is {depth[q.name]} levels below its root queue; kai reads "
                 f"at most {MAX_QUEUE_DEPTH}: give it a parent higher up (spec.parentQueue)",
                 {"depth": depth[q.name], "most": MAX_QUEUE_DEPTH}))
-    for q in queues.values():
-        if depth[q.name] > MAX_QUEUE_DEPTH:
             q.parent = None
 
 
