@@ -650,11 +650,7 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
     if found is not None and cheaper:
         found = _cheaper(session, rules, att, search, found)
     if found is None and (session.scenarios_left <= 0 or session.search_left <= 0):
-        session.say(att.job, Reason(
-            ReasonCode.NOT_PLACED_THIS_CYCLE, f"{rules.action} simulated as many victim scenarios as it may this cycle "
-            f"(a quarter of maxVictimScenarios, {session.cfg.maxVictimScenarios}, for one job; all of them for all "
-            "jobs) before it found victims for this job; it searches again next cycle",
-            {"action": rules.action, "maxVictimScenarios": session.cfg.maxVictimScenarios}))
+        _cut_short(session, rules.action, att.job)
         return False
     if found is None:
         _explain(session, rules, att, search, protected)
@@ -662,6 +658,18 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
     _record(session, att, found)
     session.reasons.pop(att.job.key, None)
     return True
+
+
+def _cut_short(session: Session, action: str, job: Job) -> None:
+    """Tell a job that its search ran out of scenarios, its own (a quarter of the action's) or the action's."""
+    total = session.cfg.maxVictimScenarios
+    if session.search_left <= 0:
+        whose = f"as one job may this cycle (a quarter of maxVictimScenarios, {total})"
+    else:
+        whose = f"as it may this cycle for all jobs (maxVictimScenarios, {total})"
+    session.say(job, Reason(
+        ReasonCode.NOT_PLACED_THIS_CYCLE, f"{action} simulated as many victim scenarios {whose} before it found "
+        "victims for this job; it searches again next cycle", {"action": action, "maxVictimScenarios": total}))
 
 
 def _explain(session: Session, rules: Rules, att: Attempt, search: Search, protected: int) -> None:
