@@ -60,9 +60,9 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     def plain_job_for_pod(obj: Obj, pod: Pod, jobs: dict[str, Job], *args: Any) -> Job:
         return job_for_pod(obj, pod, jobs, *args[:4])
 
-    def finish(jobs: dict[str, Job], queues: Any, pcs: Any, topologies: Any, marks: Any) -> None:
+    def finish(jobs: dict[str, Job], queues: Any, pcs: Any, topologies: Any, aliases: Any, marks: Any) -> None:
         for job in jobs.values():
-            build.complete_job(job, queues, pcs, topologies)
+            build.complete_job(job, queues, pcs, topologies, aliases)
 
     monkeypatch.setattr(build, "place_pod", place_pod)
     monkeypatch.setattr(build, "job_for_pod", plain_job_for_pod)

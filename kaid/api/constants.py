@@ -27,6 +27,7 @@ BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
 # "true" on a pod or an owner up its chain: no PodGroup is made for it; it joins the one it names (KAI podgrouper)
 SKIP_PODGROUPER_ANNOTATION: Final = "kai.scheduler/skip-podgrouper"
 SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"  # the PodGroup sub-group a pod belongs to
+DEFAULT_NODE_POOL: Final = "default"  # the pool of an object without the node-pool label (KAI's DefaultNodePoolName)
 DEFAULT_SUBGROUP: Final = "default"  # the sub-group a pod without that label names (KAI's DefaultSubGroup)
 TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"  # order of a job's pods: higher is placed first
 JOB_ID_LABEL: Final = "kai.nvidia.com/job-id"

@@ -109,6 +109,12 @@ class PodGroupSpec(_Spec):
         None, description="How long the PodGroup must wait, from its creation or its last eviction (whichever is "
                           "later), before it may evict other workloads (reclaim, preempt, consolidate)."
     )
+    markUnschedulable: bool | None = Field(
+        None, description="Whether the scheduler sets PodScheduled=False with the reasons on the PodGroup's pending "
+                          "pods (default true); its status and events say them either way.")
+    schedulingBackoff: int | None = Field(
+        None, ge=-(2**31), lt=2**31, description="KAI's: -1 (the default) tries the PodGroup every cycle, 1 once per "
+        "node pool. kai tries it every cycle; with 1, its messages name its node pool (docs/compatibility.md).")
 
     @model_validator(mode="after")
     def _subgroup_tree(self) -> PodGroupSpec:
@@ -157,12 +163,22 @@ def is_label_key(key: str) -> bool:
 
 class TopologyLevel(_Spec):
     nodeLabel: str = Field(min_length=1)
+    alias: str | None = Field(None, min_length=1, description="A name for this level that a workload's topology "
+                              "constraint may use in place of its nodeLabel (e.g. rack).")
 
     @field_validator("nodeLabel")
     @classmethod
     def _label_key(cls, value: str) -> str:
         if not is_label_key(value):
             raise ValueError(f"{value!r} is not a node label key (such as topology.kubernetes.io/zone)")
+        return value
+
+    @field_validator("alias")
+    @classmethod
+    def _alias_key(cls, value: str | None) -> str | None:
+        if value is not None and not is_label_key(value):
+            raise ValueError(f"alias {value!r} is not a label key: letters, digits, '-', '_' and '.', at most 63, with "
+                             "an optional DNS prefix and '/' (such as rack)")
         return value
 
 
@@ -177,7 +193,18 @@ class TopologySpec(_Spec):
         twice = sorted({label for label in labels if labels.count(label) > 1})
         if twice:
             raise ValueError(f"a node label may be one level only: {', '.join(twice)} repeated")
+        aliases = [lvl.alias for lvl in self.levels if lvl.alias is not None]
+        twice = sorted({a for a in aliases if aliases.count(a) > 1})
+        if twice:
+            raise ValueError(f"an alias may name one level only: {', '.join(twice)} repeated")
+        clash = sorted(set(aliases) & set(labels))
+        if clash:
+            raise ValueError(f"an alias may not be a level's node label: {', '.join(clash)}")
         return self
+
+    def aliases(self) -> dict[str, str]:
+        """Alias -> the node label of its level."""
+        return {lvl.alias: lvl.nodeLabel for lvl in self.levels if lvl.alias is not None}
 
 
 def validation_message(error: Exception) -> str:

@@ -182,7 +182,8 @@ class Daemon:
         self.backoff: dict[str, tuple[float, int, Reason]] = {}  # job -> (retry after, failures, why)
         # status, events and PodGroups go through their own client: they never wait behind binds
         self.writer = client.with_limits(cfg.clientQPS, cfg.clientBurst)
-        self.status = StatusWriter(self.writer, cfg.schedulerName, may_act=self.leading)
+        self.status = StatusWriter(self.writer, cfg.schedulerName, may_act=self.leading,
+                                   pool_label=cfg.nodePoolLabelKey)
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="writer")
         # the status writer's own thread: it reads a cycle's snapshot as soon as the cycle is done (the next snapshot
         # waits for that), not behind the PodGroups being created on ``background``

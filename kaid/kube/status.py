@@ -18,10 +18,11 @@ from urllib.parse import quote
 
 from kaid.api import constants as c
 from kaid.api import meta
+from kaid.api.config import NODE_POOL_LABEL
 from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
-from kaid.model.objects import Job, Reason, Snapshot
+from kaid.model.objects import SINGLE_BACKOFF, Job, Reason, Snapshot
 from kaid.model.vocabulary import EventReason, PodStatus
 
 log = logging.getLogger("kaid.status")
@@ -82,9 +83,11 @@ def _identity(obj: Obj) -> Obj:
 
 class StatusWriter:
     def __init__(self, client: KubeClient, scheduler_name: str, workers: int = 8,
-                 may_act: Callable[[], bool] | None = None) -> None:
-        """``may_act``: asked before each write (the daemon's "this replica holds the lease")."""
+                 may_act: Callable[[], bool] | None = None, pool_label: str = NODE_POOL_LABEL) -> None:
+        """``may_act``: asked before each write (the daemon's "this replica holds the lease"); ``pool_label``: the
+        label that names a PodGroup's node pool (``nodePoolLabelKey``)."""
         self.client = client
+        self.pool_label = pool_label
         self.may_act = may_act or (lambda: True)
         self.component = scheduler_name
         self.written: dict[str, str] = {}  # object key -> digest of what we last wrote
@@ -179,8 +182,8 @@ class StatusWriter:
                     bound_gpu.get(job.key, 0)
                 running = sum(1 for p in job.pods if p.active) + bound_jobs.get(job.key, 0)
                 self._podgroup_status(job, job.raw, reasons, alloc, running)
-            if reasons:
-                self._pending_pods(job, reasons)
+            if reasons and job.mark_unschedulable:  # (spec.markUnschedulable false: the PodGroup says it alone)
+                self._pending_pods(job, self._message(job, reasons, 2000))
         for b in earlier:
             bound_jobs[b.job] = bound_jobs.get(b.job, 0) + 1
             bound_nodes.setdefault(b.job, set()).add(b.node)
@@ -213,7 +216,8 @@ class StatusWriter:
         cond: Obj
         if reasons:
             cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
-                    "message": "; ".join(r.message for r in reasons)[:4000], "reasons": _reasons(reasons)}
+                    "nodePool": self._pool(job), "message": self._message(job, reasons, 4000),
+                    "reasons": _reasons(reasons)}
         else:
             cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
                     "message": f"{running} pods placed", "reasons": []}
@@ -231,9 +235,21 @@ class StatusWriter:
         if reasons:
             self.event(raw, EventReason.UNSCHEDULABLE, str(cond["message"]), "Warning", UNSCHEDULABLE_EVENT_EVERY)
 
-    def _pending_pods(self, job: Job, reasons: list[Reason]) -> None:
-        """``PodScheduled=False`` with the reasons on the job's pending pods, where it says something new."""
-        message = "; ".join(r.message for r in reasons)[:2000]
+    def _pool(self, job: Job) -> str:
+        """The node pool a PodGroup is in: its ``nodePoolLabelKey`` label (KAI's GetNodePoolNameFromLabels)."""
+        return str(meta.labels_of(job.raw).get(self.pool_label) or "") or c.DEFAULT_NODE_POOL
+
+    def _message(self, job: Job, reasons: list[Reason], most: int) -> str:
+        """The reasons in one message of at most ``most`` characters; for a PodGroup tried once per node pool
+        (``schedulingBackoff: 1``), after the pool's name (KAI's addNodePoolPrefixIfNeeded)."""
+        text = "; ".join(r.message for r in reasons)
+        if job.scheduling_backoff == SINGLE_BACKOFF:
+            text = f"Node-Pool '{self._pool(job)}': {text}"
+        return text[:most]
+
+    def _pending_pods(self, job: Job, message: str) -> None:
+        """``PodScheduled=False`` with the reasons' ``message`` on the job's pending pods, where it says something
+        new."""
         for p in job.pods:
             if p.status != PodStatus.PENDING or p.raw is None:
                 continue

@@ -18,7 +18,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
-from kaid.model.jobs import check_min_member, finish_job, job_for_pod, read_podgroup
+from kaid.model.jobs import Aliases, check_min_member, finish_job, job_for_pod, read_podgroup
 from kaid.model.nodes import hold_reserved_device, occupy, read_node
 from kaid.model.objects import (
     Job,
@@ -158,7 +158,8 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     inp = sort_inputs(objects)
     problems: list[ObjectProblem] = []
     pcs = read_priority_classes(inp.priority_classes, problems)
-    topologies = read_topologies(inp.topologies, problems)
+    aliases: dict[str, dict[str, str]] = {}
+    topologies = read_topologies(inp.topologies, problems, aliases)
     part = Partition(cfg)
     queues = read_queues([q for q in inp.queues if part.takes(q)] if part.key else inp.queues, problems,
                          cfg.unmentionedQueueResources == "unmanaged")
@@ -197,7 +198,7 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     for node, pod in reservations:
         if pod.gpu_group and not opened_by(pod.gpu_group, waiting):  # (else its pod meets it again if placed here)
             hold_reserved_device(node, pod.gpu_group)
-    _finish_jobs(jobs, queues, pcs, topologies, marks)
+    _finish_jobs(jobs, queues, pcs, topologies, aliases, marks)
     check_min_member(jobs, inp.owners)
     budgets = read_budgets(inp.pdbs, problems)
     snap = Snapshot(nodes, queues, jobs, pods, topologies, pcs, now, problems, budgets, node_by_name)
@@ -372,10 +373,10 @@ def role_of(spec: Obj, status: Obj, scheduler: str) -> tuple[bool, bool]:
 
 
 def _finish_jobs(jobs: Mapping[str, Job], queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
-                 topologies: Mapping[str, list[str]], marks: StaleMarks) -> None:
+                 topologies: Mapping[str, list[str]], aliases: Aliases, marks: StaleMarks) -> None:
     """``complete_job`` for every job, with the stale marks its pods carry as read with them (``_read_pods``)."""
     for job in jobs.values():
-        finish_job(job, queues, pcs, topologies)
+        finish_job(job, queues, pcs, topologies, aliases)
         if job.stale_since is None:
             known = marks.get(id(job))
             if known is not None:
@@ -386,9 +387,9 @@ def _finish_jobs(jobs: Mapping[str, Job], queues: Mapping[str, Queue], pcs: Mapp
 
 
 def complete_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
-                 topologies: Mapping[str, list[str]]) -> None:
+                 topologies: Mapping[str, list[str]], aliases: Aliases | None = None) -> None:
     """``finish_job``, and the stale mark of a job without a PodGroup object, which its pods keep."""
-    finish_job(job, queues, pcs, topologies)
+    finish_job(job, queues, pcs, topologies, aliases)
     if job.stale_since is None:
         latest: float | None = None  # the latest mark of the pods read from an object (none: 0)
         for p in job.pods:

@@ -28,7 +28,7 @@ from kaid.model.grouping import (
     podgrouper_skipped_by,
     top_owner,
 )
-from kaid.model.objects import Job, Pod, PriorityClass, Queue, Reason, own_errors, own_warnings
+from kaid.model.objects import NO_BACKOFF, Job, Pod, PriorityClass, Queue, Reason, own_errors, own_warnings
 from kaid.model.pods import annotation_text, timestamp
 from kaid.model.vocabulary import ReasonCode
 
@@ -48,6 +48,8 @@ class _SpecReading:
     topology: tuple[str | None, str | None, str | None] | None  # topology, required level, preferred level
     stale_grace: float | None
     preemption_delay: float | None
+    mark_unschedulable: bool
+    scheduling_backoff: int
 
 
 _READINGS: dict[str, _SpecReading | str] = {}  # a spec as written -> its reading, or why it is invalid
@@ -72,7 +74,9 @@ def _read_spec(spec: Any) -> _SpecReading | str:
             tuple(s.model_dump() for s in valid.subGroups), valid.minSubGroup,
             None if tc is None else (tc.topology, tc.requiredTopologyLevel, tc.preferredTopologyLevel),
             None if valid.stalenessGracePeriod is None else parse_duration(valid.stalenessGracePeriod),
-            None if valid.preemptionDelay is None else parse_duration(valid.preemptionDelay))
+            None if valid.preemptionDelay is None else parse_duration(valid.preemptionDelay),
+            valid.markUnschedulable is not False,
+            NO_BACKOFF if valid.schedulingBackoff is None else valid.schedulingBackoff)
     if len(_READINGS) >= _READINGS_KEPT:
         _READINGS.clear()
     _READINGS[key] = known
@@ -106,6 +110,7 @@ def read_podgroup(obj: Obj, jobs: dict[str, Job]) -> None:
         job.topology, job.required_level, job.preferred_level = spec.topology
     if spec.stale_grace is not None:
         job.stale_grace = spec.stale_grace
+    job.mark_unschedulable, job.scheduling_backoff = spec.mark_unschedulable, spec.scheduling_backoff
     if spec.preemption_delay is not None and spec.preemption_delay > 0:  # (KAI: none, or not positive, is no delay)
         job.preemption_delay = spec.preemption_delay
     anns = m.get("annotations")
@@ -235,10 +240,13 @@ def _durations_from(job: Job, pod: Obj, owner: Obj | None) -> None:
 _NAME = attrgetter("name")
 
 
+Aliases = Mapping[str, Mapping[str, str]]  # topology name -> alias of a level -> the level's node label
+
+
 def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, PriorityClass],
-               topologies: Mapping[str, list[str]]) -> None:
-    """Once every pod is in: the job's order, age, priority, preemptibility, and what is wrong with its queue
-    or topology."""
+               topologies: Mapping[str, list[str]], aliases: Aliases | None = None) -> None:
+    """Once every pod is in: the job's order, age, priority, preemptibility, the levels its topology constraints
+    name by alias read as their node labels, and what is wrong with its queue or topology."""
     if len(job.pods) > 1:
         job.pods.sort(key=_NAME)
     if not job.created:
@@ -271,6 +279,8 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
             ReasonCode.NOT_LEAF_QUEUE,
             f"queue {q.name} has child queues ({', '.join(ch.name for ch in q.children)}); only "
             "leaf queues hold workloads: submit to one of its children", {"queue": q.name}))
+    if aliases:
+        resolve_aliases(job, aliases)
     if job.topology is not None:
         levels = topologies.get(job.topology)
         if levels is None:
@@ -297,6 +307,30 @@ def finish_job(job: Job, queues: Mapping[str, Queue], pcs: Mapping[str, Priority
         _check_pod_subgroups(job)
 
 
+def resolve_aliases(job: Job, aliases: Aliases) -> None:
+    """The levels of the job's topology constraints, and of its sub-groups', that name a level by its alias, read as
+    the level's node label (KAI's ``PodGroupInfo.ResolveTopologyAliases`` at d5bc503a; an alias is never a node
+    label of its Topology, so a node label reads as itself). Sub-groups are copied where one changes: their
+    mappings are shared with the spec's reading."""
+    if job.topology is not None:
+        own = aliases.get(job.topology)
+        if own:
+            job.required_level = own.get(job.required_level or "", job.required_level)
+            job.preferred_level = own.get(job.preferred_level or "", job.preferred_level)
+    if not job.subgroups:
+        return
+    subgroups = []
+    for sub in job.subgroups:
+        tc = sub.get("topologyConstraint")
+        named = aliases.get(str(tc.get("topology"))) if isinstance(tc, dict) else None
+        if tc and named and any(tc.get(k) in named for k in _LEVEL_FIELDS):
+            tc = {**tc, **{k: named[tc[k]] for k in _LEVEL_FIELDS if tc.get(k) in named}}
+            sub = {**sub, "topologyConstraint": tc}
+        subgroups.append(sub)
+    job.subgroups = subgroups
+
+
+_LEVEL_FIELDS = ("requiredTopologyLevel", "preferredTopologyLevel")
 _POD_NAMES_SHOWN = 3
 
 

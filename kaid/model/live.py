@@ -142,6 +142,7 @@ class LiveModel:
         self.node_problems: dict[str, ObjectProblem] = {}  # node -> why its GPUs are not read (``read_node``)
         self.pcs: dict[str, PriorityClass] = {}
         self.topologies: dict[str, list[str]] = {}
+        self.topology_aliases: dict[str, dict[str, str]] = {}  # topology -> alias -> node label
         self.policy_problems: list[ObjectProblem] = []
         self.budgets: list[Budget] = []
         self.sorted_nodes: list[str] | None = None
@@ -581,7 +582,7 @@ class LiveModel:
             job.pods.append(e.placed)
         job = jobs[key]
         job.succeeded = len(self.job_done.get(key, ()))
-        complete_job(job, self.queues, self.pcs, self.topologies)
+        complete_job(job, self.queues, self.pcs, self.topologies, self.topology_aliases)
         check_min_member(jobs, self.owners)
         entry = _JobEntry(job, [p.key for p in job.pods])
         if any(p.gpu_mem_mib and p.frac_devices for p in job.pods):
@@ -626,7 +627,8 @@ class LiveModel:
         if self.policy_dirty:
             problems: list[ObjectProblem] = []
             self.pcs = read_priority_classes(list(self.policy["PriorityClass"].values()), problems)
-            self.topologies = read_topologies(list(self.policy["Topology"].values()), problems)
+            self.topology_aliases = {}
+            self.topologies = read_topologies(list(self.policy["Topology"].values()), problems, self.topology_aliases)
             self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()), problems)
             self.policy_problems = problems
             self.all_jobs_dirty = True
@@ -826,7 +828,8 @@ def _copy_job(j: Job) -> Job:
     new.queue, new.raw, new.request_milli, new.required_level = j.queue, j.raw, j.request_milli, j.required_level
     new.stale_grace, new.stale_since, new.subgroups = j.stale_grace, j.stale_since, j.subgroups
     new.preemption_delay, new.last_eviction = j.preemption_delay, j.last_eviction
-    new.topology, new.succeeded = j.topology, j.succeeded
+    new.topology, new.succeeded, new.mark_unschedulable = j.topology, j.succeeded, j.mark_unschedulable
+    new.scheduling_backoff = j.scheduling_backoff
     new.warnings = list(j.warnings) if j.warnings else UNWRITTEN
     return new
 

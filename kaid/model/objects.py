@@ -249,6 +249,10 @@ def own_warnings(job: Job) -> list[Reason]:
     return warnings
 
 
+NO_BACKOFF = -1  # a PodGroup's spec.schedulingBackoff when it sets none (KAI's NoSchedulingBackoff)
+SINGLE_BACKOFF = 1  # ... tried once per node pool (KAI's SingleSchedulingBackoff): its messages name the pool
+
+
 class Job:
     """A PodGroup: the unit of gang scheduling."""
 
@@ -258,6 +262,7 @@ class Job:
         "explicit",
         "key",
         "last_eviction",
+        "mark_unschedulable",
         "min_member",
         "min_subgroup",
         "name",
@@ -274,6 +279,7 @@ class Job:
         "raw",
         "request_milli",
         "required_level",
+        "scheduling_backoff",
         "stale_grace",
         "stale_since",
         "subgroups",
@@ -315,6 +321,8 @@ class Job:
         # its pods that have finished with phase Succeeded: not in ``pods`` (never placed nor counted), read only so
         # that a job with one is never stale (KAI's PodGroupInfo.IsStale, job_info.go:495)
         self.succeeded = 0
+        self.mark_unschedulable = True  # spec.markUnschedulable: PodScheduled=False with the reasons on its pods
+        self.scheduling_backoff = NO_BACKOFF  # spec.schedulingBackoff (1: its messages name its node pool)
 
     def __repr__(self) -> str:
         return f"Job({self.key}, q={self.queue}, min={self.min_member}, pods={len(self.pods)})"

@@ -31,8 +31,10 @@ def read_priority_classes(objs: list[Obj], problems: list[ObjectProblem]) -> dic
     return pcs
 
 
-def read_topologies(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str, list[str]]:
-    """Topology name -> the node label of each level, top level first."""
+def read_topologies(objs: list[Obj], problems: list[ObjectProblem],
+                    aliases: dict[str, dict[str, str]] | None = None) -> dict[str, list[str]]:
+    """Topology name -> the node label of each level, top level first (``aliases``: filled with topology name ->
+    each alias of a level -> its node label)."""
     topologies: dict[str, list[str]] = {}
     for obj in objs:
         name = meta.name(obj)
@@ -43,6 +45,8 @@ def read_topologies(objs: list[Obj], problems: list[ObjectProblem]) -> dict[str,
                 ReasonCode.INVALID_TOPOLOGY, f"topology {name} is invalid: {validation_message(err)}")))
             continue
         topologies[name] = [lvl.nodeLabel for lvl in tspec.levels]
+        if aliases is not None and tspec.aliases():
+            aliases[name] = tspec.aliases()
     return topologies
 
 

@@ -1,0 +1,200 @@
+"""Every field of KAI's PodGroup, Queue and Topology specs is one of kai's (docs/compatibility.md): a manifest written
+for KAI applies unchanged. The API server drops a field its CRD's schema lacks, and ``kubectl apply`` (strict field
+validation by default) refuses the manifest. And what kai makes of the fields it added for that: topology level
+aliases (``spec.levels[].alias``) and ``spec.markUnschedulable``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kaid.api.config import NODE_POOL_LABEL, SchedulerConfig
+from kaid.api.crdgen import crd_documents
+from kaid.cycle import run_cycle
+from kaid.kube.actuator import ApplyResult
+from kaid.kube.status import StatusWriter
+from kaid.model.build import build_snapshot
+from kaid.model.live import LiveModel
+from kaid.model.objects import Snapshot
+from kaid.model.vocabulary import ReasonCode
+from tests.objects import node, pod, podgroup, queue
+from tests.test_eviction_properties import NOW
+from tests.test_status_verdicts import Recorder
+
+Obj = dict[str, Any]
+CFG = SchedulerConfig()
+
+# The spec fields of KAI's CRDs at its reference commit d5bc503a (deployments/kai-scheduler/crds/
+# scheduling.run.ai_podgroups.yaml, scheduling.run.ai_queues.yaml, kai.scheduler_topologies.yaml), as paths.
+KAI_SPEC_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("PodGroup", "v2alpha2"): (
+        "markUnschedulable", "minMember", "minSubGroup", "preemptibility", "preemptionDelay", "priorityClassName",
+        "queue", "schedulingBackoff", "stalenessGracePeriod", "subGroups", "subGroups[].minMember",
+        "subGroups[].minSubGroup", "subGroups[].name", "subGroups[].parent", "subGroups[].topologyConstraint",
+        "subGroups[].topologyConstraint.preferredTopologyLevel", "subGroups[].topologyConstraint.requiredTopologyLevel",
+        "subGroups[].topologyConstraint.topology", "topologyConstraint", "topologyConstraint.preferredTopologyLevel",
+        "topologyConstraint.requiredTopologyLevel", "topologyConstraint.topology"),
+    ("Queue", "v2"): (
+        "displayName", "parentQueue", "preemptMinRuntime", "priority", "reclaimMinRuntime", "resources",
+        "resources.cpu", "resources.cpu.limit", "resources.cpu.overQuotaWeight", "resources.cpu.quota",
+        "resources.gpu", "resources.gpu.limit", "resources.gpu.overQuotaWeight", "resources.gpu.quota",
+        "resources.memory", "resources.memory.limit", "resources.memory.overQuotaWeight", "resources.memory.quota"),
+    ("Topology", "v1alpha1"): ("levels", "levels[].alias", "levels[].nodeLabel"),
+}
+
+
+def _paths(schema: Obj, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for name, sub in (schema.get("properties") or {}).items():
+        path = f"{prefix}.{name}" if prefix else name
+        out |= {path, *_paths(sub, path)}
+    if "items" in schema:
+        out |= _paths(schema["items"], prefix + "[]")
+    return out
+
+
+@pytest.mark.parametrize("kind,version", sorted(KAI_SPEC_FIELDS))
+def test_every_spec_field_of_kais_crd_is_in_kais_schema(kind: str, version: str) -> None:
+    schemas = {(d["spec"]["names"]["kind"], v["name"]): v["schema"]["openAPIV3Schema"]
+               for d in crd_documents().values() for v in d["spec"]["versions"]}
+    spec = schemas[(kind, version)]["properties"]["spec"]
+    missing = sorted(set(KAI_SPEC_FIELDS[(kind, version)]) - _paths(spec))
+    assert not missing, f"{kind} {version}: KAI's spec has {missing}, kai's CRD does not"
+
+
+# ----------------------------------------------------------------------------------------------- aliases
+def _topology(levels: list[Obj], name: str = "dc") -> Obj:
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": levels}}
+
+
+LEVELS = [{"nodeLabel": "example.com/zone", "alias": "zone"}, {"nodeLabel": "example.com/rack", "alias": "rack"}]
+
+
+def _rack_cluster(constraint: Obj, subgroups: list[Obj] | None = None) -> list[Obj]:
+    """Two racks of two 4-GPU nodes, and a gang of four 2-GPU pods (8 GPUs: one rack's worth), with ``constraint``."""
+    objs: list[Obj] = [_topology(LEVELS), queue("q")]
+    for rack in ("r1", "r2"):
+        for i in range(2):
+            objs.append(node(f"{rack}-{i}", gpus=4, labels={"example.com/zone": "z", "example.com/rack": rack}))
+    spec: Obj = {"topologyConstraint": {"topology": "dc", **constraint}}
+    if subgroups:
+        spec["subGroups"] = subgroups
+    objs.append(podgroup("g", "q", 4, **spec))
+    objs += [pod(f"g-{i}", gpus=2, group="g", labels={"kai.scheduler/subgroup-name": "w"} if subgroups else None)
+             for i in range(4)]
+    return objs
+
+
+def _snapshots(objs: list[Obj]) -> list[Snapshot]:
+    """The cold build's snapshot and the daemon's live model's, of the same objects."""
+    model = LiveModel(CFG)
+    for obj in objs:
+        model.upsert(obj)
+    return [build_snapshot(objs, CFG, NOW), model.snapshot(NOW)]
+
+
+@pytest.mark.parametrize("field", ["requiredTopologyLevel", "preferredTopologyLevel"])
+def test_a_level_named_by_its_alias_reads_as_its_node_label(field: str) -> None:
+    for snap in _snapshots(_rack_cluster({field: "rack"})):
+        job = snap.jobs["default/g"]
+        assert not job.errors, job.errors
+        level = job.required_level if field == "requiredTopologyLevel" else job.preferred_level
+        assert level == "example.com/rack"
+        d = run_cycle(snap, CFG)
+        racks = {b.node.split("-")[0] for b in d.binds}
+        assert len(d.binds) == 4 and len(racks) == 1, d.binds
+
+
+def test_a_sub_groups_level_named_by_its_alias_reads_as_its_node_label() -> None:
+    sub = [{"name": "w", "minMember": 4, "topologyConstraint": {"topology": "dc", "requiredTopologyLevel": "rack"}}]
+    for snap in _snapshots(_rack_cluster({"requiredTopologyLevel": "zone"}, sub)):
+        job = snap.jobs["default/g"]
+        assert not job.errors, job.errors
+        assert job.required_level == "example.com/zone"
+        (w,) = job.subgroups
+        assert w["topologyConstraint"]["requiredTopologyLevel"] == "example.com/rack"
+        d = run_cycle(snap, CFG)
+        assert len(d.binds) == 4 and len({b.node.split("-")[0] for b in d.binds}) == 1, d.binds
+
+
+def test_a_name_that_is_no_level_nor_alias_is_still_refused() -> None:
+    for snap in _snapshots(_rack_cluster({"requiredTopologyLevel": "row"})):
+        codes = [r.code for r in snap.jobs["default/g"].errors]
+        assert codes == [ReasonCode.UNKNOWN_TOPOLOGY_LEVEL], codes
+
+
+@pytest.mark.parametrize("levels,says", [
+    ([{"nodeLabel": "example.com/zone", "alias": "a"}, {"nodeLabel": "example.com/rack", "alias": "a"}],
+     "an alias may name one level only: a repeated"),
+    ([{"nodeLabel": "example.com/zone", "alias": "example.com/rack"}, {"nodeLabel": "example.com/rack"}],
+     "an alias may not be a level's node label: example.com/rack"),
+    ([{"nodeLabel": "example.com/zone", "alias": "not a key"}], "alias 'not a key' is not a label key"),
+])
+def test_a_topology_whose_aliases_clash_is_invalid_and_says_why(levels: list[Obj], says: str) -> None:
+    snap = build_snapshot([_topology(levels)], now=NOW)
+    (problem,) = [p for p in snap.problems if p.kind == "Topology"]
+    assert problem.reason.code == ReasonCode.INVALID_TOPOLOGY
+    assert says in problem.reason.message, problem.reason.message
+    assert "dc" not in snap.topologies
+
+
+# ------------------------------------------------------------------------------------------ markUnschedulable
+@pytest.mark.parametrize("value,marked", [(None, True), (True, True), (False, False)])
+def test_mark_unschedulable_is_read(value: bool | None, marked: bool) -> None:
+    spec: Obj = {} if value is None else {"markUnschedulable": value}
+    objs = [queue("q"), podgroup("g", "q", 1, **spec), pod("g-0", gpus=1, group="g")]
+    for snap in _snapshots(objs):
+        assert snap.jobs["default/g"].mark_unschedulable is marked
+
+
+# ------------------------------------------------------------------------- what the status writer says of them
+def _written(spec: Obj, pool: str | None = None) -> Recorder:
+    """The status writes of one cycle over a PodGroup with ``spec`` whose pod asks for more GPUs than any node has
+    (``pool``: all of it in that node pool, scheduled by that pool's shard)."""
+    cfg = CFG if pool is None else SchedulerConfig(partitionLabelValue=pool)
+    objs = [node("n0", gpus=1), queue("q"), podgroup("g", "q", 1, **spec), pod("g-0", gpus=2, group="g")]
+    if pool is not None:
+        for obj in objs[:3]:
+            obj["metadata"].setdefault("labels", {})[NODE_POOL_LABEL] = pool
+    snap = build_snapshot(objs, cfg, NOW)
+    client = Recorder()
+    writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
+    try:
+        writer.write(snap, run_cycle(snap, cfg), ApplyResult())
+    finally:
+        writer.close()
+    return client
+
+
+def _condition(client: Recorder) -> Obj:
+    (status,) = [p["status"] for path, p in client.patches if path.endswith("/podgroups/g/status")]
+    cond: Obj = status["schedulingConditions"][-1]
+    return cond
+
+
+def _pod_messages(client: Recorder) -> list[str]:
+    return [c["message"] for path, p in client.patches if path.endswith("/pods/g-0/status")
+            for c in p["status"]["conditions"] if c["type"] == "PodScheduled"]
+
+
+def test_mark_unschedulable_false_leaves_the_pods_condition_to_the_podgroup() -> None:
+    marked, unmarked = _written({}), _written({"markUnschedulable": False})
+    assert len(_pod_messages(marked)) == 1
+    assert _pod_messages(unmarked) == []
+    assert _condition(unmarked)["message"] == _condition(marked)["message"]
+
+
+def test_an_unschedulable_condition_names_the_node_pool() -> None:
+    assert _condition(_written({}))["nodePool"] == "default"
+    assert _condition(_written({}, "a"))["nodePool"] == "a"
+
+
+@pytest.mark.parametrize("pool", [None, "a"])
+def test_a_podgroup_tried_once_per_node_pool_says_which_pool_its_messages_are_of(pool: str | None) -> None:
+    plain, once = _written({}, pool), _written({"schedulingBackoff": 1}, pool)
+    prefix = f"Node-Pool '{pool or 'default'}': "
+    assert not _condition(plain)["message"].startswith("Node-Pool")
+    assert _condition(once)["message"] == prefix + _condition(plain)["message"]
+    assert _pod_messages(once) == [prefix + m for m in _pod_messages(plain)]
