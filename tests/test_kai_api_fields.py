@@ -17,6 +17,7 @@ from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.live import LiveModel
 from kaid.model.objects import Snapshot
+from kaid.model.partition import tried_in_its_pool
 from kaid.model.vocabulary import ReasonCode
 from tests.objects import node, pod, podgroup, queue
 from tests.test_eviction_properties import NOW
@@ -198,3 +199,87 @@ def test_a_podgroup_tried_once_per_node_pool_says_which_pool_its_messages_are_of
     assert not _condition(plain)["message"].startswith("Node-Pool")
     assert _condition(once)["message"] == prefix + _condition(plain)["message"]
     assert _pod_messages(once) == [prefix + m for m in _pod_messages(plain)]
+
+
+# ------------------------------------------------------------------------------ schedulingBackoff: once per pool
+def _tried(backoff: Any, conditions: list[Obj] | None, labels: dict[str, str] | None = None) -> Obj:
+    group = podgroup("g", "q", 1, **({} if backoff is None else {"schedulingBackoff": backoff}))
+    if labels:
+        group["metadata"]["labels"] = labels
+    if conditions is not None:
+        group["status"] = {"schedulingConditions": conditions}
+    return group
+
+
+def _unschedulable(pool: str, transition: str | None = None, kind: str = "Unschedulable") -> Obj:
+    cond = {"type": kind, "status": "True", "nodePool": pool, "message": "no room"}
+    if transition is not None:
+        cond["transitionID"] = transition
+    return cond
+
+
+@pytest.mark.parametrize("group,left", [
+    (_tried(None, [_unschedulable("default")]), False),  # no backoff: every cycle
+    (_tried(-1, [_unschedulable("default")]), False),
+    (_tried(1, None), False),  # not tried yet
+    (_tried(1, [_unschedulable("default")]), True),
+    (_tried(2, [_unschedulable("default", kind="UnschedulableOnNodePool")]), True),  # KAI's type; any value but -1
+    (_tried(1, [_unschedulable("a")]), False),  # tried in another pool: up again here
+    (_tried(1, [_unschedulable("a")], {NODE_POOL_LABEL: "a"}), True),
+    (_tried(1, [{"type": "Scheduled", "status": "True", "nodePool": "default"}]), False),
+    # the last condition by transition ID, as KAI reads it (the first of equal IDs)
+    (_tried(1, [_unschedulable("default", "2"), _unschedulable("a", "1")]), True),
+    (_tried(1, [_unschedulable("a", "1"), _unschedulable("default", "2")]), True),
+    (_tried(1, [_unschedulable("default", "1"), _unschedulable("a", "2")]), False),
+    (_tried(1, [_unschedulable("default"), _unschedulable("a")]), True),
+])
+def test_a_podgroup_tried_once_per_pool_is_left_alone_where_it_was_found_unschedulable(group: Obj, left: bool) -> None:
+    assert tried_in_its_pool(group, NODE_POOL_LABEL) is left
+
+
+def _backoff_cluster(conditions: list[Obj] | None) -> list[Obj]:
+    """Room for both pods of the PodGroup tried once per pool: one runs on n0, one waits."""
+    group = _tried(1, conditions)
+    running = pod("g-0", gpus=1, group="g", node_name="n0")
+    return [node("n0", gpus=4), queue("q"), group, running, pod("g-1", gpus=1, group="g")]
+
+
+def test_one_left_alone_is_not_scheduled_and_what_it_runs_still_holds_its_node() -> None:
+    for snap in _snapshots(_backoff_cluster([_unschedulable("default")])):
+        assert "default/g" not in snap.jobs
+        (n0,) = snap.nodes
+        assert n0.idle == 3  # its running pod holds a GPU there, whoever schedules it
+        assert not run_cycle(snap, CFG).binds
+    for snap in _snapshots(_backoff_cluster([_unschedulable("a")])):
+        assert "default/g" in snap.jobs
+        assert [b.pod for b in run_cycle(snap, CFG).binds] == ["default/g-1"]
+
+
+def test_the_live_model_leaves_it_alone_once_its_condition_names_its_pool_and_takes_it_back_after() -> None:
+    objs = _backoff_cluster(None)
+    model = LiveModel(CFG)
+    for obj in objs:
+        model.upsert(obj)
+    assert "default/g" in model.snapshot(NOW).jobs
+    group = objs[2]
+    for conditions, taken in (([_unschedulable("default")], False), ([_unschedulable("a")], True)):
+        group = {**group, "status": {"schedulingConditions": conditions}}
+        model.upsert(group)
+        snap = model.snapshot(NOW)
+        assert ("default/g" in snap.jobs) is taken
+        assert [b.pod for b in run_cycle(snap, CFG).binds] == (["default/g-1"] if taken else [])
+
+
+def test_a_podgroup_tried_once_per_pool_that_runs_pods_is_never_left_alone() -> None:
+    # KAI writes no condition for a PodGroup with pods running: kai's names no pool for it
+    objs = [node("n0", gpus=1), queue("q"), _tried(1, None), pod("g-0", gpus=1, group="g", node_name="n0"),
+            pod("g-1", gpus=1, group="g")]
+    snap = build_snapshot(objs, CFG, NOW)
+    client = Recorder()
+    writer = StatusWriter(client, CFG.schedulerName)  # type: ignore[arg-type]
+    try:
+        writer.write(snap, run_cycle(snap, CFG), ApplyResult())
+    finally:
+        writer.close()
+    cond = _condition(client)
+    assert cond["type"] == "Unschedulable" and "nodePool" not in cond

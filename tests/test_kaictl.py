@@ -184,3 +184,29 @@ def test_kubectl_finds_the_plugin(tmp_path: Path) -> None:
     assert out.stdout.strip().startswith("kaictl ")
     listed = subprocess.run([kubectl, "plugin", "list"], capture_output=True, text=True, env=env, timeout=60)
     assert "kubectl-kai" in listed.stdout
+
+
+def test_explain_a_podgroup_left_alone_says_why(tmp_path: Path) -> None:
+    """A PodGroup tried once per node pool and found unschedulable there, and one of another scheduling shard: kai
+    does not schedule them, and explain says so (exit 0), for the PodGroup and for its pod."""
+    once = podgroup("once", "q", 1, schedulingBackoff=1)
+    once["status"] = {"schedulingConditions": [{"type": "Unschedulable", "status": "True", "nodePool": "default",
+                                                "message": "0/1 nodes can take a pod of 8 GPUs"}]}
+    other = podgroup("other", "q", 1)
+    other["metadata"]["labels"] = {"kai.scheduler/node-pool": "b"}
+    objs = [node("n1", gpus=8), queue("q", gpu=(8, -1, 1)), once, pod("once-0", gpus=8, group="once"),
+            other, pod("other-0", gpus=1, group="other")]
+    p = tmp_path / "snap.yaml"
+    p.write_text(yaml.safe_dump_all(objs))
+    for kind, name in (("podgroup", "once"), ("pod", "once-0")):
+        res = runner.invoke(kaictl, ["explain", kind, name, "--snapshot", str(p), "-o", "json"])
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.stdout)
+        assert data["podGroup"] == "default/once" and data["state"] == "NotScheduledHere"
+        (why,) = data["reasons"]
+        assert "schedulingBackoff: 1" in why and "node pool 'default'" in why
+    text = runner.invoke(kaictl, ["explain", "pod", "other-0", "--snapshot", str(p)])
+    assert text.exit_code == 0, text.output
+    assert "Not scheduled by this scheduler" in text.stdout and "another scheduling shard" in text.stdout
+    missing = runner.invoke(kaictl, ["explain", "podgroup", "nope", "--snapshot", str(p)])
+    assert missing.exit_code == 1 and "not found" in missing.output

@@ -27,6 +27,7 @@ from kaictl.commands.engine_input import (
 from kaictl.completion import complete_pod
 from kaictl.output import check_format, console, emit_data, fail
 from kaid.actions.order import over_utilized
+from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import Action, SchedulerConfig
 from kaid.cycle import Decisions, run_cycle
@@ -34,6 +35,7 @@ from kaid.model.build import build_snapshot
 from kaid.model.grouping import top_owner
 from kaid.model.objects import Job, Reason
 from kaid.model.objects import Snapshot as Snap
+from kaid.model.partition import Partition, podgroup_key, pool_of, tried_in_its_pool
 from kaid.model.vocabulary import GPU, EventReason, PodStatus, ReasonCode
 
 app = typer.Typer(help="Why is it pending, or why was it evicted? One screen, with what would change it.",
@@ -179,6 +181,27 @@ def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str,
     }
 
 
+def left_alone(objs: list[Obj], cfg: SchedulerConfig, job_key: str) -> str | None:
+    """Why this scheduler does not schedule the PodGroup ``job_key`` (another shard's, or tried once in its node pool
+    and found unschedulable there: ``Partition.takes_podgroup``), or None (no such PodGroup, or it is taken)."""
+    pg = next((o for o in objs if o.get("kind") == "PodGroup" and podgroup_key(o) == job_key), None)
+    if pg is None:
+        return None
+    part = Partition(cfg)
+    pool = pool_of(pg, cfg.nodePoolLabelKey)
+    if not part.takes(pg):
+        return (f"pod group {job_key} is in node pool {pool!r}, another scheduling shard's: this scheduler takes the "
+                f"objects whose {cfg.nodePoolLabelKey} label is {cfg.partitionLabelValue!r}"
+                f"{'' if cfg.partitionLabelValue else ' (none)'}; ask that pool's scheduler, or relabel it")
+    if tried_in_its_pool(pg, cfg.nodePoolLabelKey):
+        backoff = meta.mapping(pg.get("spec")).get("schedulingBackoff")
+        return (f"pod group {job_key} sets spec.schedulingBackoff: {backoff}, so it is tried once per node pool, and "
+                f"its last scheduling condition says it found no place in node pool {pool!r}: kai leaves it alone "
+                "until its node-pool label moves it to another pool or that condition is cleared (remove "
+                "schedulingBackoff to have it tried every cycle)")
+    return None
+
+
 def _evictions_would(d: Decisions, job: Job) -> list[str]:
     """What reclaim, preempt or consolidation would do for this job now."""
     evicted = [e for e in d.evictions if e.by == job.key]
@@ -222,6 +245,28 @@ def _render(data: Obj) -> None:
     out.print(Panel(t, title="kaictl explain", title_align="left", expand=False, width=min(out.width, 110)))
 
 
+def _podgroup_named(objs: list[Obj], ns: str, name: str) -> str | None:
+    """The PodGroup the pod object ``ns/name`` names (its annotation), if it is found and names one."""
+    obj = next((o for o in objs if o.get("kind") == "Pod" and meta.namespace(o) == ns and meta.name(o) == name), None)
+    group = meta.annotation(obj, c.POD_GROUP_ANNOTATION) if obj is not None else None
+    return str(group) if group else None
+
+
+def _say_left_alone(job_key: str, pod_name: str | None, why: str, output: str) -> None:
+    """The answer for a PodGroup this scheduler leaves alone (``left_alone``)."""
+    if output in ("json", "yaml"):
+        emit_data({"pod": pod_name, "podGroup": job_key, "state": "NotScheduledHere", "reasons": [why]}, output)
+        return
+    t = Text()
+    t.append(job_key, style="bold")
+    if pod_name:
+        t.append(f" (pod {pod_name})")
+    t.append("  Not scheduled by this scheduler\n", style="yellow")
+    t.append(why)
+    out = console()
+    out.print(Panel(t, title="kaictl explain", title_align="left", expand=False, width=min(out.width, 110)))
+
+
 def _evicted_pod(kubeconfig: Path | None, context: str | None, ns: str, name: str) -> Obj | None:
     """What kaid recorded when it evicted a pod that is gone now: its Evicted event."""
     from kaid.kube.client import ApiError
@@ -253,6 +298,11 @@ def _common(kind: str, name: str, namespace: str | None, output: str, snapshot: 
     pod_name: str | None = None
     if kind == "pod":
         pod = next((p for p in snap.pods if p.namespace == ns and p.name == name), None)
+        group = _podgroup_named(objs, ns, name) if pod is None else None
+        why = left_alone(objs, cfg, f"{ns}/{group}") if group else None
+        if why is not None:
+            _say_left_alone(f"{ns}/{group}", name, why, output)
+            return
         if pod is None:
             evicted = _evicted_pod(kubeconfig, context, ns, name) if snapshot is None else None
             if evicted is not None:
@@ -269,6 +319,10 @@ def _common(kind: str, name: str, namespace: str | None, output: str, snapshot: 
         job_key, pod_name = pod.job.key, pod.name
     elif kind == "podgroup":
         job_key = f"{ns}/{name}"
+        why = left_alone(objs, cfg, job_key)
+        if why is not None:
+            _say_left_alone(job_key, None, why, output)
+            return
     else:
         owners = {(ns, str(o.get("kind")), meta.name(o)): o for o in objs if meta.namespace(o) == ns}
         for p in snap.pods:

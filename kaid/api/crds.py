@@ -113,8 +113,9 @@ class PodGroupSpec(_Spec):
         None, description="Whether the scheduler sets PodScheduled=False with the reasons on the PodGroup's pending "
                           "pods (default true); its status and events say them either way.")
     schedulingBackoff: int | None = Field(
-        None, ge=-(2**31), lt=2**31, description="KAI's: -1 (the default) tries the PodGroup every cycle, 1 once per "
-        "node pool. kai tries it every cycle; with 1, its messages name its node pool (docs/compatibility.md).")
+        None, ge=-(2**31), lt=2**31, description="-1 (the default): the PodGroup is tried every cycle; any other "
+        "value (KAI supports 1): once per node pool, then left alone while its last scheduling condition says it is "
+        "unschedulable in the pool it is in.")
 
     @model_validator(mode="after")
     def _subgroup_tree(self) -> PodGroupSpec:

@@ -22,7 +22,8 @@ from kaid.api.config import NODE_POOL_LABEL
 from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
-from kaid.model.objects import SINGLE_BACKOFF, Job, Reason, Snapshot
+from kaid.model.objects import NO_BACKOFF, SINGLE_BACKOFF, Job, Reason, Snapshot
+from kaid.model.partition import pool_of
 from kaid.model.vocabulary import EventReason, PodStatus
 
 log = logging.getLogger("kaid.status")
@@ -216,8 +217,10 @@ class StatusWriter:
         cond: Obj
         if reasons:
             cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
-                    "nodePool": self._pool(job), "message": self._message(job, reasons, 4000),
-                    "reasons": _reasons(reasons)}
+                    "message": self._message(job, reasons, 4000), "reasons": _reasons(reasons)}
+            if not (running and job.scheduling_backoff != NO_BACKOFF):  # (a PodGroup tried once per pool is left
+                # alone when its condition names its pool: never one that runs pods, for which KAI writes none)
+                cond["nodePool"] = self._pool(job)
         else:
             cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
                     "message": f"{running} pods placed", "reasons": []}
@@ -237,7 +240,7 @@ class StatusWriter:
 
     def _pool(self, job: Job) -> str:
         """The node pool a PodGroup is in: its ``nodePoolLabelKey`` label (KAI's GetNodePoolNameFromLabels)."""
-        return str(meta.labels_of(job.raw).get(self.pool_label) or "") or c.DEFAULT_NODE_POOL
+        return pool_of(job.raw, self.pool_label)
 
     def _message(self, job: Job, reasons: list[Reason], most: int) -> str:
         """The reasons in one message of at most ``most`` characters; for a PodGroup tried once per node pool

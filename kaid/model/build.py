@@ -182,7 +182,7 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     foreign: set[str] = set()  # the PodGroups of other shards: their pods are no jobs of this scheduler
     for obj in inp.podgroups:
         try:
-            if part.takes(obj):
+            if part.takes_podgroup(obj):
                 read_podgroup(obj, jobs)
             else:
                 foreign.add(podgroup_key(obj))
@@ -225,7 +225,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
     # (a pod that names a PodGroup is in the partition unless another shard's PodGroup has that name)
-    check, foreign = bool(part.key), pgs[0]
+    check, foreign = bool(part.key or pgs[0]), pgs[0]  # (without a partition: PodGroups left alone, ``takes_podgroup``)
     for obj in inp.pods:
         # the object's parts read once for all that is read of the pod here: ``pod_role``, ``read_pod``, then
         # ``place_pod``, ``job_for_pod`` and the stale mark from its annotations, where each read them again

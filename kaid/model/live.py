@@ -214,7 +214,7 @@ class LiveModel:
             if key not in self.podgroups:
                 self.job_order = None
                 self.dirty_pods |= self.foreign_pods.get(key, set())  # (those of its workload, in another shard)
-            if self.part.takes(obj) == (key in self.foreign_pgs):
+            if self.part.takes_podgroup(obj) == (key in self.foreign_pgs):
                 self._pg_moved(key)
             self.podgroups[key] = obj
             self.dirty_jobs.add(key)
@@ -437,7 +437,7 @@ class LiveModel:
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)
         job_key: str | None = ""  # (its job's key, where the partition's check has found it)
-        if ours and not entry.reservation and self.part.key:
+        if ours and not entry.reservation and (self.part.key or self.foreign_pgs):
             pg_name = meta.annotation(obj, c.POD_GROUP_ANNOTATION)
             if self.foreign_pgs or not pg_name:
                 job_key = self._in_partition(key, entry, obj, placed.namespace, pg_name)

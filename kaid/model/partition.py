@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import GroupInfo, OwnerIndex, top_owner
+from kaid.model.objects import NO_BACKOFF
 
 Obj = dict[str, Any]
 
@@ -56,6 +58,11 @@ class Partition:
         found = labels.get(key)
         return found is not None and str(found) == self.value
 
+    def takes_podgroup(self, obj: Obj) -> bool:
+        """Whether a PodGroup is this scheduler's to schedule now: in the partition (``takes``), and not one tried
+        once per node pool that was found unschedulable in its pool (``tried_in_its_pool``)."""
+        return self.takes(obj) and not tried_in_its_pool(obj, self.key)
+
     def takes_owned(self, pod: Obj, owner: Obj | None) -> bool:
         """Whether a pod that names no PodGroup is in the partition: by its top owner's node-pool label (``owner``,
         ``workload_owner``; None: not found), else its own (the labels of the PodGroup made for it)."""
@@ -66,6 +73,43 @@ class Partition:
         if key not in labels and owner is not pod:
             labels = meta.labels_of(pod)
         return self.takes_labels(labels)
+
+
+UNSCHEDULABLE_CONDITIONS = frozenset({"Unschedulable", "UnschedulableOnNodePool"})  # kai's type, and KAI's
+
+
+def pool_of(obj: Obj | None, key: str) -> str:
+    """The node pool an object is in: its ``key`` label, ``default`` without one (KAI's GetNodePoolNameFromLabels)."""
+    return str(meta.labels_of(obj).get(key) or "") or c.DEFAULT_NODE_POOL if key else c.DEFAULT_NODE_POOL
+
+
+def tried_in_its_pool(obj: Obj, key: str) -> bool:
+    """Whether a PodGroup tried once per node pool (``spec.schedulingBackoff`` other than -1) was found unschedulable
+    in the pool it is in now: its last scheduling condition, by transition ID (KAI's GetLastSchedulingCondition), is
+    an unschedulable one that names that pool. KAI's scheduler then leaves it alone until its node-pool label changes
+    (``isPodGroupUpForScheduler``, cluster_info.go at d5bc503a): an outside controller moves it to another pool."""
+    spec = obj.get("spec")
+    backoff = spec.get("schedulingBackoff") if isinstance(spec, dict) else None
+    if not isinstance(backoff, int) or isinstance(backoff, bool) or backoff == NO_BACKOFF:
+        return False
+    status = obj.get("status")
+    conditions = status.get("schedulingConditions") if isinstance(status, dict) else None
+    if not isinstance(conditions, list):
+        return False
+    last: Obj | None = None
+    for cond in conditions:
+        if isinstance(cond, dict) and (last is None or _transition(cond) > _transition(last)):
+            last = cond
+    return last is not None and last.get("type") in UNSCHEDULABLE_CONDITIONS and \
+        last.get("nodePool") == pool_of(obj, key)
+
+
+def _transition(cond: Obj) -> int:
+    """A scheduling condition's transition ID as a number (-1 where it is none)."""
+    try:
+        return int(str(cond.get("transitionID")))
+    except ValueError:
+        return -1
 
 
 def workload_owner(pod: Obj, info: GroupInfo, owners: OwnerIndex) -> Obj | None:

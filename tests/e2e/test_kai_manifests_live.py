@@ -2,7 +2,8 @@
 them (``spec.markUnschedulable``, ``spec.schedulingBackoff``, ``spec.levels[].alias``), apply unchanged through
 ``kubectl apply`` (strict field validation: a field the CRD lacks is refused) and mean what they mean in KAI: a
 gang constrained to a rack by the level's alias lands in one rack; a PodGroup tried once per node pool says which
-pool its message is of, and with ``markUnschedulable: false`` its pod gets no PodScheduled condition."""
+pool its message is of, and with ``markUnschedulable: false`` its pod gets no PodScheduled condition; found
+unschedulable in its pool, it is not tried there again."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from .controlplane import ControlPlane
-from .kaid_helpers import bound, last_condition, pod, podgroup, pods_of, queue, suffix, wait_for
+from .kaid_helpers import POOL_LABEL, bound, last_condition, pod, podgroup, pods_of, queue, suffix, wait_for
 
 RACK = "example.com/rack"
 Obj = dict[str, Any]
@@ -70,3 +71,35 @@ def test_kai_manifests_with_aliases_backoff_and_unmarked_pods_apply_and_mean_wha
         assert scheduled == [], scheduled  # markUnschedulable: false
     finally:
         cp.kubectl("delete", "topologies.kai.scheduler", topology, "--wait=false", check=False)
+
+
+def test_a_podgroup_tried_once_per_node_pool_is_left_alone_there_once_unschedulable(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """KAI's ``schedulingBackoff: 1``: found unschedulable in its pool once, the PodGroup is not tried there again
+    (an outside controller moves it to another pool), even where room appears; one without it takes that room."""
+    cp = control_plane
+    pool, _ = make_pool(1, gpus=4)
+    (q,) = make_queues(queue(f"once-{suffix()}", 0))
+    kaid = start_kaid("once")
+    once = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "once"},
+            "spec": {"minMember": 1, "queue": q, "schedulingBackoff": 1}}
+    _apply(cp, namespace, [once, pod("once-0", pool, q, 8, annotations={"pod-group-name": "once"})])
+
+    def said() -> Obj | None:
+        cond = last_condition(podgroup(cp, namespace, "once"))
+        return cond if cond.get("nodePool") == "default" else None
+
+    wait_for(said, 40, "PodGroup once to be found unschedulable in pool default")
+    big = cp.add_gpu_nodes(2, gpus=8, name_prefix=f"kaid-{pool}-big", labels={POOL_LABEL: pool}, wait=True)
+    try:
+        _apply(cp, namespace, [pod("plain-0", pool, q, 8)])
+        wait_for(lambda: bound([p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "plain-0"]), 40,
+                 "a plain pod of 8 GPUs to take one of the new nodes")
+        kaid.wait_cycles(3, 30)  # three more cycles, with a free 8-GPU node all along
+        (waiting,) = [p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "once-0"]
+        assert not waiting["spec"].get("nodeName"), waiting["spec"]
+    finally:
+        for name in big:
+            cp.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}},
+                       content_type="application/merge-patch+json")
