@@ -159,6 +159,11 @@ def _written(spec: Obj, pool: str | None = None) -> Recorder:
     if pool is not None:
         for obj in objs[:3]:
             obj["metadata"].setdefault("labels", {})[NODE_POOL_LABEL] = pool
+    return _status_writes(objs, cfg)
+
+
+def _status_writes(objs: list[Obj], cfg: SchedulerConfig) -> Recorder:
+    """What the status writer sends after one cycle over ``objs``."""
     snap = build_snapshot(objs, cfg, NOW)
     client = Recorder()
     writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
@@ -274,12 +279,5 @@ def test_a_podgroup_tried_once_per_pool_that_runs_pods_is_never_left_alone() -> 
     # KAI writes no condition for a PodGroup with pods running: kai's names no pool for it
     objs = [node("n0", gpus=1), queue("q"), _tried(1, None), pod("g-0", gpus=1, group="g", node_name="n0"),
             pod("g-1", gpus=1, group="g")]
-    snap = build_snapshot(objs, CFG, NOW)
-    client = Recorder()
-    writer = StatusWriter(client, CFG.schedulerName)  # type: ignore[arg-type]
-    try:
-        writer.write(snap, run_cycle(snap, CFG), ApplyResult())
-    finally:
-        writer.close()
-    cond = _condition(client)
+    cond = _condition(_status_writes(objs, CFG))
     assert cond["type"] == "Unschedulable" and "nodePool" not in cond
