@@ -154,21 +154,28 @@ def test_mark_unschedulable_is_read(value: bool | None, marked: bool) -> None:
 def _written(spec: Obj, pool: str | None = None) -> Recorder:
     """The status writes of one cycle over a PodGroup with ``spec`` whose pod asks for more GPUs than any node has
     (``pool``: all of it in that node pool, scheduled by that pool's shard)."""
-    cfg = CFG if pool is None else SchedulerConfig(partitionLabelValue=pool)
     objs = [node("n0", gpus=1), queue("q"), podgroup("g", "q", 1, **spec), pod("g-0", gpus=2, group="g")]
-    if pool is not None:
-        for obj in objs[:3]:
-            obj["metadata"].setdefault("labels", {})[NODE_POOL_LABEL] = pool
-    return _status_writes(objs, cfg)
+    return _status_writes(objs, _pooled(objs, pool))
+
+
+def _pooled(objs: list[Obj], pool: str | None) -> SchedulerConfig:
+    """The config of the scheduler of node pool ``pool`` (None: the default shard), with the node, the Queue and the
+    PodGroup that begin ``objs`` put in it."""
+    if pool is None:
+        return CFG
+    for obj in objs[:3]:
+        obj["metadata"].setdefault("labels", {})[NODE_POOL_LABEL] = pool
+    return SchedulerConfig(partitionLabelValue=pool)
 
 
 def _status_writes(objs: list[Obj], cfg: SchedulerConfig) -> Recorder:
-    """What the status writer sends after one cycle over ``objs``."""
+    """What the status writer sends after one cycle over ``objs`` whose binds all went through."""
     snap = build_snapshot(objs, cfg, NOW)
     client = Recorder()
     writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
     try:
-        writer.write(snap, run_cycle(snap, cfg), ApplyResult())
+        d = run_cycle(snap, cfg)
+        writer.write(snap, d, ApplyResult(bound=list(d.binds)))
     finally:
         writer.close()
     return client
@@ -281,3 +288,11 @@ def test_a_podgroup_tried_once_per_pool_that_runs_pods_is_never_left_alone() -> 
             pod("g-1", gpus=1, group="g")]
     cond = _condition(_status_writes(objs, CFG))
     assert cond["type"] == "Unschedulable" and "nodePool" not in cond
+
+
+@pytest.mark.parametrize("pool", [None, "a"])
+def test_the_scheduled_event_names_the_node_pool(pool: str | None) -> None:
+    objs = [node("n0", gpus=2), queue("q"), podgroup("g", "q", 2), pod("g-0", gpus=1, group="g"),
+            pod("g-1", gpus=1, group="g")]
+    (event,) = [e for _, e in _status_writes(objs, _pooled(objs, pool)).created if e["reason"] == "Scheduled"]
+    assert event["message"] == f"bound 2 pods to 1 nodes at node-pool {pool or 'default'}: n0"

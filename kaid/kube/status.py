@@ -192,8 +192,8 @@ class StatusWriter:
             group = snap.jobs.get(job_key)
             if group is not None and group.raw is not None and group.explicit:
                 nodes = sorted(bound_nodes[job_key])
-                self.event(group.raw, EventReason.SCHEDULED, f"bound {count} pods to {len(nodes)} nodes: "
-                           f"{', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+                self.event(group.raw, EventReason.SCHEDULED, f"bound {count} pods to {len(nodes)} nodes at node-pool "
+                           f"{self._pool(group)}: {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
         for e in [*carried, *outcome_events(snap, applied)]:
             self.event(e.involved, e.reason, e.message, e.kind)
         self._problems(d)
