@@ -5,14 +5,20 @@ pod asking for 100,000,000 GPUs, a node reporting 10^9) are bounded instead of b
 from __future__ import annotations
 
 import copy
+import json
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
+from kaictl.app import app as kaictl
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import run_cycle
+from kaid.kube.actuator import ApplyResult
+from kaid.kube.status import StatusWriter
 from kaid.model.build import build_snapshot
 from kaid.model.live import LiveModel
 from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Snapshot
@@ -20,6 +26,7 @@ from kaid.model.vocabulary import ReasonCode
 from tests.conformance.scenario import load_scenario
 from tests.conformance.translate import T0, harness_config, initial_state, objects
 from tests.objects import node, pod, podgroup, queue
+from tests.test_status_verdicts import Recorder
 
 Obj = dict[str, Any]
 CONFORMANCE = Path(__file__).parent / "conformance" / "kai"
@@ -244,3 +251,40 @@ def test_the_webhook_refuses_a_queue_too_deep_and_a_podgroup_nested_too_deep() -
     subgroups = [{"name": "s0"}, *({"name": f"s{i}", "parent": f"s{i - 1}"} for i in range(1, MAX_SUBGROUP_DEPTH + 1))]
     nested = review("/validate-podgroup", podgroup("g", "q", subGroups=subgroups), [])
     assert not nested["allowed"] and "levels deep" in nested["status"]["message"]
+
+
+@pytest.mark.parametrize("status", [
+    "written by hand", 5, {"schedulingConditions": "x"}, {"schedulingConditions": {"type": "Unschedulable"}},
+    {"schedulingConditions": [None, 3]}, {"schedulingConditions": []},
+    {"schedulingConditions": [{"type": ["Unschedulable"], "nodePool": {}, "transitionID": None}]},
+])
+def test_a_podgroup_status_of_any_shape_is_written_over_and_explained(status: Any, tmp_path: Path) -> None:
+    """The PodGroup CRD keeps whatever status it is sent (``x-kubernetes-preserve-unknown-fields``): kai reads a
+    status of another shape as no condition (it raised in the status writer, whose every write of the cycle then
+    failed, and in ``kaictl explain``), writes its own, and a schedulingBackoff does not leave the PodGroup alone."""
+    group = podgroup("g", "q", 1, schedulingBackoff=1)
+    group["status"] = status
+    objs = [node("n0", gpus=1), queue("q"), group, pod("g-0", gpus=2, group="g")]
+    cfg = SchedulerConfig()
+    for snap in (build_snapshot(objs, cfg, 0.0), _live(objs, cfg)):
+        assert "default/g" in snap.jobs
+        client = Recorder()
+        writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
+        try:
+            writer.write(snap, run_cycle(snap, cfg), ApplyResult())
+        finally:
+            writer.close()
+        (written,) = [p["status"] for path, p in client.patches if path.endswith("/podgroups/g/status")]
+        assert written["schedulingConditions"][0]["type"] == "Unschedulable"
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all(objs))
+    res = CliRunner().invoke(kaictl, ["explain", "podgroup", "g", "--snapshot", str(path), "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["state"] == "Pending"
+
+
+def _live(objs: list[Obj], cfg: SchedulerConfig) -> Snapshot:
+    model = LiveModel(cfg)
+    for obj in copy.deepcopy(objs):
+        model.upsert(obj)
+    return model.snapshot(0.0)

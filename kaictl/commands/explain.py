@@ -35,7 +35,7 @@ from kaid.model.build import build_snapshot
 from kaid.model.grouping import top_owner
 from kaid.model.objects import Job, Reason
 from kaid.model.objects import Snapshot as Snap
-from kaid.model.partition import Partition, podgroup_key, pool_of, tried_in_its_pool
+from kaid.model.partition import Partition, last_scheduling_condition, podgroup_key, pool_of, tried_in_its_pool
 from kaid.model.vocabulary import GPU, EventReason, PodStatus, ReasonCode
 
 app = typer.Typer(help="Why is it pending, or why was it evicted? One screen, with what would change it.",
@@ -159,7 +159,7 @@ def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str,
         fail(f"pod group {job_key} not found")
     d = run_cycle(snap, cfg, focus=job.key)
     binds, pipes = _placed(d, job.key)
-    kaid_status = ((job.raw or {}).get("status") or {}).get("schedulingConditions") if job.explicit else None
+    kaid_status = last_scheduling_condition(job.raw) if job.explicit else {}
     waiting = any(p.status in (PodStatus.PENDING, PodStatus.PIPELINED) for p in job.pods) or bool(pipes)
     # why allocate cannot place it now, then what reclaim, preempt or consolidation would do about it
     reasons = list(job.errors) + d.allocate_reasons.get(job.key, []) if waiting and not binds else []
@@ -176,7 +176,7 @@ def explain_job(objs: list[Obj], cfg: SchedulerConfig, now: float, job_key: str,
         "wouldNow": {"bind": binds, "pipeline": pipes,
                      "evict": [{"pod": e.pod, "action": e.action, "message": e.message} for e in d.evictions
                                if e.by == job.key]},
-        "kaidStatus": (kaid_status or [None])[-1],
+        "kaidStatus": kaid_status or None,
         "whatIf": (_evictions_would(d, job) + what_if(objs, cfg, now, snap, job, d)) if reasons or pipes else [],
     }
 

@@ -23,7 +23,7 @@ from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
 from kaid.model.objects import NO_BACKOFF, SINGLE_BACKOFF, Job, Reason, Snapshot
-from kaid.model.partition import pool_of
+from kaid.model.partition import last_scheduling_condition, pool_of
 from kaid.model.vocabulary import EventReason, PodStatus
 
 log = logging.getLogger("kaid.status")
@@ -224,7 +224,7 @@ class StatusWriter:
         else:
             cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
                     "message": f"{running} pods placed", "reasons": []}
-        old = ((raw.get("status") or {}).get("schedulingConditions") or [{}])[-1]
+        old = last_scheduling_condition(raw)
         if {k: old.get(k) for k in ("type", "reason", "message")} != \
                 {k: cond.get(k) for k in ("type", "reason", "message")}:
             cond["lastTransitionTime"] = _now()

@@ -88,20 +88,23 @@ def tried_in_its_pool(obj: Obj, key: str) -> bool:
     in the pool it is in now: its last scheduling condition, by transition ID (KAI's GetLastSchedulingCondition), is
     an unschedulable one that names that pool. KAI's scheduler then leaves it alone until its node-pool label changes
     (``isPodGroupUpForScheduler``, cluster_info.go at d5bc503a): an outside controller moves it to another pool."""
-    spec = obj.get("spec")
-    backoff = spec.get("schedulingBackoff") if isinstance(spec, dict) else None
+    backoff = meta.mapping(obj.get("spec")).get("schedulingBackoff")
     if not isinstance(backoff, int) or isinstance(backoff, bool) or backoff == NO_BACKOFF:
         return False
-    status = obj.get("status")
-    conditions = status.get("schedulingConditions") if isinstance(status, dict) else None
-    if not isinstance(conditions, list):
-        return False
-    last: Obj | None = None
-    for cond in conditions:
-        if isinstance(cond, dict) and (last is None or _transition(cond) > _transition(last)):
+    last = last_scheduling_condition(obj)
+    return str(last.get("type")) in UNSCHEDULABLE_CONDITIONS and last.get("nodePool") == pool_of(obj, key)
+
+
+def last_scheduling_condition(obj: Obj | None) -> Obj:
+    """A PodGroup's last scheduling condition: the first of ``status.schedulingConditions`` unless a later one has a
+    greater transition ID (KAI's GetLastSchedulingCondition; kai writes one); {} where there is none. The CRD keeps
+    any status it is sent, so entries that are not mappings, or a list that is not one, read as none."""
+    conditions = meta.mapping(meta.mapping(obj).get("status")).get("schedulingConditions")
+    last: Obj = {}
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, dict) and (not last or _transition(cond) > _transition(last)):
             last = cond
-    return last is not None and last.get("type") in UNSCHEDULABLE_CONDITIONS and \
-        last.get("nodePool") == pool_of(obj, key)
+    return last
 
 
 def _transition(cond: Obj) -> int:
