@@ -10,7 +10,7 @@ from typing import Any
 from kaid.api.config import NODE_POOL_LABEL
 
 from .controlplane import ControlPlane
-from .kaid_helpers import PODGROUPS, bound, create_object, pod, pods_of, queue, suffix, wait_for
+from .kaid_helpers import PODGROUPS, bound, create_object, pod, podgroup, pods_of, queue, suffix, wait_for
 
 
 def test_a_labelled_node_is_left_to_its_shards_kaid(
@@ -53,7 +53,8 @@ def test_a_labelled_node_is_left_to_its_shards_kaid(
     assert sorted((p["metadata"]["name"], p["spec"]["nodeName"]) for p in got) == [("mine", node), ("unlabelled", node)]
     assert {p["metadata"]["name"]: p["metadata"]["labels"].get(NODE_POOL_LABEL) for p in got} == \
         {"mine": shard, "unlabelled": shard}
-    pg = cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups/pg-pod-mine")
+    # (kaid binds a pod whose PodGroup it made from memory while the PodGroup is being created: it may come after)
+    pg = wait_for(lambda: podgroup(cp, namespace, "pg-pod-mine"), 20, "the PodGroup kaid made for pod mine")
     assert pg["metadata"]["labels"][NODE_POOL_LABEL] == shard
     default.wait_cycles(2)
     assert sorted(p["metadata"]["name"] for p in bound(pods_of(cp, namespace))) == ["mine", "unlabelled"]
