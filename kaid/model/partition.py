@@ -80,7 +80,8 @@ UNSCHEDULABLE_CONDITIONS = frozenset({"Unschedulable", "UnschedulableOnNodePool"
 
 def pool_of(obj: Obj | None, key: str) -> str:
     """The node pool an object is in: its ``key`` label, ``default`` without one (KAI's GetNodePoolNameFromLabels)."""
-    return str(meta.labels_of(obj).get(key) or "") or c.DEFAULT_NODE_POOL if key else c.DEFAULT_NODE_POOL
+    named = meta.labels_of(obj).get(key) if key else None
+    return str(named) if named else c.DEFAULT_NODE_POOL
 
 
 def tried_in_its_pool(obj: Obj, key: str) -> bool:
