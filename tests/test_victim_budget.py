@@ -74,6 +74,18 @@ def test_a_search_its_own_quarter_cuts_short_says_so() -> None:
         (why,) = _cut_short(d, GANG)
         assert why.startswith("reclaim simulated as many victim scenarios as one job may this cycle (a quarter of "
                               "maxVictimScenarios, 4)"), why
+        assert why.endswith("stops at the same point while the cluster stays as it is: a larger maxVictimScenarios "
+                            "in the scheduler config lets it search further"), why
+
+
+def test_a_search_its_own_quarter_cuts_short_stops_at_the_same_point_every_cycle() -> None:
+    # searched afresh each cycle (no memory), the same cluster: the same scenarios, the same end, never served; the
+    # reason's way out (a larger budget) serves it
+    first, second = _cycles(_cluster(), _cfg(4), 2, remember=False)
+    assert _cut_short(first, GANG) == _cut_short(second, GANG) != []
+    assert first.evictions == second.evictions == [] and not _served(second, GANG)
+    (raised,) = _cycles(_cluster(), _cfg(64), 1, remember=False)
+    assert _served(raised, GANG) and not _cut_short(raised, GANG)
 
 
 def test_the_jobs_after_a_search_cut_short_by_its_quarter_are_searched() -> None:
@@ -86,4 +98,5 @@ def test_a_search_the_actions_budget_cuts_short_says_so() -> None:
     # one scenario for the action, which the gang's first try (without victims) takes
     (d,) = _cycles(_cluster(), _cfg(1), 1, remember=False)
     (why,) = _cut_short(d, GANG)
-    assert "as it may this cycle for all jobs (maxVictimScenarios, 1)" in why
+    assert "as it may this cycle for all jobs (maxVictimScenarios, 1)" in why and why.endswith("it searches again "
+                                                                                               "next cycle"), why

@@ -663,13 +663,16 @@ def _serve(session: Session, rules: Rules, att: Attempt, pool: Pool) -> bool:
 def _cut_short(session: Session, action: str, job: Job) -> None:
     """Tell a job that its search ran out of scenarios, its own (a quarter of the action's) or the action's."""
     total = session.cfg.maxVictimScenarios
-    if session.search_left <= 0:
+    if session.search_left <= 0:  # (a search is deterministic: in the same cluster it stops at the same scenario)
         whose = f"as one job may this cycle (a quarter of maxVictimScenarios, {total})"
+        after = ("it searches again from the start next cycle, and stops at the same point while the cluster stays "
+                 "as it is: a larger maxVictimScenarios in the scheduler config lets it search further")
     else:
         whose = f"as it may this cycle for all jobs (maxVictimScenarios, {total})"
+        after = "it searches again next cycle"
     session.say(job, Reason(
         ReasonCode.NOT_PLACED_THIS_CYCLE, f"{action} simulated as many victim scenarios {whose} before it found "
-        "victims for this job; it searches again next cycle", {"action": action, "maxVictimScenarios": total}))
+        f"victims for this job; {after}", {"action": action, "maxVictimScenarios": total}))
 
 
 def _explain(session: Session, rules: Rules, att: Attempt, search: Search, protected: int) -> None:
