@@ -171,7 +171,7 @@ def test_gang_binds_all_together_or_none(
         assert pg["spec"]["minMember"] == 4
         assert pg["spec"]["queue"] == q
         cond = last_condition(pg)
-        assert cond["type"] == "Unschedulable"
+        assert cond["type"] == "UnschedulableOnNodePool"
         assert "needs 4 pods placed at once; only 3 can be placed" in cond["message"], cond
         _wait_cycles(kaid, 3)
         assert bound(_job_pods(cp, namespace, "gang")) == [], "a pod of the gang was bound with only 3 GPUs free"
@@ -259,11 +259,11 @@ def test_pending_pod_says_why_in_status_and_events(
         "reasons on PodGroup pg-pod-too-big",
     )
     cond = last_condition(pg)
-    assert cond["type"] == "Unschedulable"
+    assert cond["type"] == "UnschedulableOnNodePool"
     assert "NodeFit" in reason_codes(pg)
     assert re.search(r"0/\d+ nodes can take a pod of 6 GPUs", cond["message"]), cond
     printed = cp.kubectl("get", "pg", "-n", namespace).stdout
-    assert re.search(r"pg-pod-too-big\s+" + re.escape(q) + r"\s+1\s+\S*\s*Unschedulable", printed), printed
+    assert re.search(r"pg-pod-too-big\s+" + re.escape(q) + r"\s+1\s+\S*\s*UnschedulableOnNodePool", printed), printed
 
     def warned() -> list[Obj]:
         return [e for e in events(cp, namespace, "Unschedulable") if e["involvedObject"]["kind"] == "PodGroup"]
@@ -606,7 +606,9 @@ def test_job_made_from_a_cronjob_is_scheduled_in_its_queue(
     assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     assert job["metadata"]["labels"][QUEUE_LABEL] == q
     _wait_bound(cp, namespace, 2, "job-name=nightly-now")
-    groups = cp.request("GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups")["items"]
+    # (kaid binds pods whose PodGroup it made from memory while the PodGroup is being created: it may come after)
+    groups = wait_for(lambda: cp.request("GET", f"{PODGROUPS}/namespaces/{namespace}/podgroups")["items"], 20,
+                      "the PodGroup kaid made for Job nightly-now")
     assert [(g["spec"]["queue"], g["spec"]["minMember"]) for g in groups] == [(q, 2)], groups
 
 
