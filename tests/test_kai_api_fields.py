@@ -204,6 +204,56 @@ def test_an_unschedulable_condition_names_the_node_pool() -> None:
     assert _condition(_written({}, "a"))["nodePool"] == "a"
 
 
+# ------------------------------------------------------------------ the scheduling condition, as KAI writes it
+def _status_of(status: Obj | None, gpus: int = 2, pool: str | None = None, **spec: Any) -> Obj:
+    """The status the writer sends for PodGroup ``g`` whose status was ``status`` and whose pod asks for ``gpus`` (2:
+    more than the node has; 1: it is placed)."""
+    group = podgroup("g", "q", 1, **spec)
+    if status is not None:
+        group["status"] = status
+    objs = [node("n0", gpus=1), queue("q"), group, pod("g-0", gpus=gpus, group="g")]
+    (written,) = [p["status"] for path, p in _status_writes(objs, _pooled(objs, pool)).patches
+                  if path.endswith("/podgroups/g/status")]
+    out: Obj = written
+    return out
+
+
+def test_a_waiting_podgroup_gets_kais_unschedulable_condition() -> None:
+    (cond,) = _status_of(None)["schedulingConditions"]
+    assert (cond["type"], cond["reason"], cond["status"], cond["nodePool"], cond["transitionID"]) == (
+        "UnschedulableOnNodePool", "Unschedulable", "True", "default", "1")
+    assert cond["reasons"][0]["reason"] == "NodeFit" and cond["message"].startswith(cond["reasons"][0]["message"])
+
+
+def test_a_condition_that_says_the_same_keeps_its_transition_and_one_that_says_else_gets_the_next() -> None:
+    first = _status_of(None)
+    assert _status_of(first) == first
+    (cond,) = first["schedulingConditions"]
+    older = {**cond, "message": "no room", "transitionID": "7", "lastTransitionTime": "2020-01-01T00:00:00Z"}
+    (new,) = _status_of({"schedulingConditions": [older]})["schedulingConditions"]
+    assert new["transitionID"] == "8" and new["lastTransitionTime"] != older["lastTransitionTime"]
+    assert new["message"] == cond["message"]
+
+
+def test_the_other_pools_conditions_stay_and_a_placed_podgroup_has_one_condition() -> None:
+    # KAI keeps each other pool's condition and puts its own last (squashAndAppendConditionsForNodepool); placed,
+    # it removes them all, where kai says Scheduled
+    other, mine = _unschedulable("a", "4"), _unschedulable("default", "3")
+    conds = _status_of({"schedulingConditions": [other, mine]})["schedulingConditions"]
+    assert conds[0] == other and [c["nodePool"] for c in conds] == ["a", "default"]
+    assert conds[1]["transitionID"] == "5" and conds[1]["type"] == "UnschedulableOnNodePool"
+    (placed,) = _status_of({"schedulingConditions": [other, mine]}, gpus=1)["schedulingConditions"]
+    assert (placed["type"], placed["transitionID"], placed["message"]) == ("Scheduled", "5", "1 pods placed")
+
+
+@pytest.mark.parametrize("pool", [None, "a"])
+def test_the_condition_kai_writes_leaves_a_podgroup_tried_once_per_pool_alone_as_kai_reads_it(pool: str | None) -> None:
+    group = _tried(1, None, {NODE_POOL_LABEL: pool} if pool else None)
+    assert not tried_in_its_pool(group, NODE_POOL_LABEL)
+    group["status"] = _status_of(None, pool=pool, schedulingBackoff=1)
+    assert tried_in_its_pool(group, NODE_POOL_LABEL)
+
+
 @pytest.mark.parametrize("pool", [None, "a"])
 def test_a_podgroup_tried_once_per_node_pool_says_which_pool_its_messages_are_of(pool: str | None) -> None:
     plain, once = _written({}, pool), _written({"schedulingBackoff": 1}, pool)
@@ -287,7 +337,7 @@ def test_a_podgroup_tried_once_per_pool_that_runs_pods_is_never_left_alone() -> 
     objs = [node("n0", gpus=1), queue("q"), _tried(1, None), pod("g-0", gpus=1, group="g", node_name="n0"),
             pod("g-1", gpus=1, group="g")]
     cond = _condition(_status_writes(objs, CFG))
-    assert cond["type"] == "Unschedulable" and "nodePool" not in cond
+    assert cond["type"] == "UnschedulableOnNodePool" and "nodePool" not in cond
 
 
 @pytest.mark.parametrize("pool", [None, "a"])

@@ -275,7 +275,7 @@ def test_a_podgroup_status_of_any_shape_is_written_over_and_explained(status: An
         finally:
             writer.close()
         (written,) = [p["status"] for path, p in client.patches if path.endswith("/podgroups/g/status")]
-        assert written["schedulingConditions"][0]["type"] == "Unschedulable"
+        assert written["schedulingConditions"][0]["type"] == "UnschedulableOnNodePool"
     path = tmp_path / "snap.yaml"
     path.write_text(yaml.safe_dump_all(objs))
     res = CliRunner().invoke(kaictl, ["explain", "podgroup", "g", "--snapshot", str(path), "-o", "json"])

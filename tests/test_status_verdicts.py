@@ -58,7 +58,7 @@ def test_an_invalid_podgroup_without_pods_says_why() -> None:
     client = _write()
     (status,) = [p["status"] for path, p in client.patches if path.endswith("/podgroups/bad/status")]
     cond = status["schedulingConditions"][-1]
-    assert cond["type"] == "Unschedulable" and cond["status"] == "True"
+    assert cond["type"] == "UnschedulableOnNodePool" and cond["status"] == "True"
     assert "PodGroup ns/bad is invalid" in cond["message"]
 
 

@@ -23,8 +23,14 @@ from kaid.cycle import Bind, Decisions
 from kaid.kube.actuator import ApplyResult
 from kaid.kube.client import ApiError, KubeClient, pod_path
 from kaid.model.objects import NO_BACKOFF, SINGLE_BACKOFF, Job, Reason, Snapshot
-from kaid.model.partition import last_scheduling_condition, pool_of
-from kaid.model.vocabulary import EventReason, PodStatus
+from kaid.model.partition import (
+    UNSCHEDULABLE_CONDITIONS,
+    last_scheduling_condition,
+    pool_of,
+    scheduling_conditions,
+    transition_id,
+)
+from kaid.model.vocabulary import EventReason, PodStatus, SchedulingCondition
 
 log = logging.getLogger("kaid.status")
 Obj = dict[str, Any]
@@ -40,6 +46,18 @@ def _now() -> str:
 
 def _digest(value: Any) -> str:
     return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_SAYS = ("type", "nodePool", "reason", "message", "status")  # what KAI compares of two (equalSchedulingConditions)
+
+
+def _other_pools(other: Obj, cond: Obj) -> bool:
+    """Whether a PodGroup's scheduling condition is an unschedulable one of another node pool than ``cond``'s, which
+    KAI keeps beside the one it writes (``squashAndAppendConditionsForNodepool``; a controller that moves PodGroups
+    between pools reads them)."""
+    pool = other.get("nodePool")
+    return str(other.get("type")) in UNSCHEDULABLE_CONDITIONS and isinstance(pool, str) and bool(pool) and \
+        pool != cond.get("nodePool")
 
 
 def _reasons(rs: list[Reason]) -> list[Obj]:
@@ -212,25 +230,30 @@ class StatusWriter:
             self.event(involved, EventReason.INVALID, problem.reason.message, "Warning", UNSCHEDULABLE_EVENT_EVERY)
 
     def _podgroup_status(self, job: Job, raw: Obj, reasons: list[Reason] | None, alloc: int, running: int) -> None:
-        """A PodGroup's scheduling condition (its transition time kept while it says the same) and resources; an
-        ``Unschedulable`` event, rate-limited, while it waits."""
+        """A PodGroup's scheduling condition and resources; an ``Unschedulable`` event, rate-limited, while it waits.
+        The condition is KAI's (``default_status_updater.go`` at d5bc503a): while it waits, ``UnschedulableOnNodePool``
+        with reason ``Unschedulable``, its node pool and the reasons (their codes in ``reasons[].reason``), after the
+        other pools' conditions, which stay; once placed, kai's ``Scheduled`` alone (KAI removes them all). A
+        condition that says something new gets the next transition ID and time; one that says the same keeps them."""
         cond: Obj
         if reasons:
-            cond = {"type": "Unschedulable", "status": "True", "reason": reasons[0].code,
+            cond = {"type": SchedulingCondition.UNSCHEDULABLE_ON_NODE_POOL, "status": "True", "reason": "Unschedulable",
                     "message": self._message(job, reasons, 4000), "reasons": _reasons(reasons)}
             if not (running and job.scheduling_backoff != NO_BACKOFF):  # (a PodGroup tried once per pool is left
                 # alone when its condition names its pool: never one that runs pods, for which KAI writes none)
                 cond["nodePool"] = self._pool(job)
         else:
-            cond = {"type": "Scheduled", "status": "True", "reason": "Scheduled",
+            cond = {"type": SchedulingCondition.SCHEDULED, "status": "True", "reason": "Scheduled",
                     "message": f"{running} pods placed", "reasons": []}
         old = last_scheduling_condition(raw)
-        if {k: old.get(k) for k in ("type", "reason", "message")} != \
-                {k: cond.get(k) for k in ("type", "reason", "message")}:
-            cond["lastTransitionTime"] = _now()
-        else:
+        if all(old.get(k) == cond.get(k) for k in _SAYS):
+            cond["transitionID"] = str(old.get("transitionID") or 1)
             cond["lastTransitionTime"] = old.get("lastTransitionTime") or _now()
-        status = {"schedulingConditions": [cond], "resourcesStatus": {
+        else:
+            cond["transitionID"] = str(max(transition_id(old), 0) + 1)
+            cond["lastTransitionTime"] = _now()
+        others = [other for other in scheduling_conditions(raw) if reasons and _other_pools(other, cond)]
+        status = {"schedulingConditions": [*others, cond], "resourcesStatus": {
             "allocated": {"gpu": alloc / 1000, "pods": running},
             "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
         self._patch_status(f"/apis/{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}/namespaces/"

@@ -20,6 +20,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import GroupInfo, OwnerIndex, top_owner
 from kaid.model.objects import NO_BACKOFF
+from kaid.model.vocabulary import SchedulingCondition
 
 Obj = dict[str, Any]
 
@@ -75,7 +76,8 @@ class Partition:
         return self.takes_labels(labels)
 
 
-UNSCHEDULABLE_CONDITIONS = frozenset({"Unschedulable", "UnschedulableOnNodePool"})  # kai's type, and KAI's
+UNSCHEDULABLE_CONDITIONS = frozenset({SchedulingCondition.UNSCHEDULABLE_ON_NODE_POOL,
+                                      SchedulingCondition.UNSCHEDULABLE})
 
 
 def pool_of(obj: Obj | None, key: str) -> str:
@@ -96,19 +98,24 @@ def tried_in_its_pool(obj: Obj, key: str) -> bool:
     return str(last.get("type")) in UNSCHEDULABLE_CONDITIONS and last.get("nodePool") == pool_of(obj, key)
 
 
+def scheduling_conditions(obj: Obj | None) -> list[Obj]:
+    """A PodGroup's scheduling conditions, in their order. The CRD keeps any status it is sent, so entries that are
+    not mappings, or a list that is not one, read as none."""
+    conditions = meta.mapping(meta.mapping(obj).get("status")).get("schedulingConditions")
+    return [cond for cond in conditions if isinstance(cond, dict)] if isinstance(conditions, list) else []
+
+
 def last_scheduling_condition(obj: Obj | None) -> Obj:
     """A PodGroup's last scheduling condition: the first of ``status.schedulingConditions`` unless a later one has a
-    greater transition ID (KAI's GetLastSchedulingCondition; kai writes one); {} where there is none. The CRD keeps
-    any status it is sent, so entries that are not mappings, or a list that is not one, read as none."""
-    conditions = meta.mapping(meta.mapping(obj).get("status")).get("schedulingConditions")
+    greater transition ID (KAI's GetLastSchedulingCondition); {} where there is none."""
     last: Obj = {}
-    for cond in conditions if isinstance(conditions, list) else ():
-        if isinstance(cond, dict) and (not last or _transition(cond) > _transition(last)):
+    for cond in scheduling_conditions(obj):
+        if not last or transition_id(cond) > transition_id(last):
             last = cond
     return last
 
 
-def _transition(cond: Obj) -> int:
+def transition_id(cond: Obj) -> int:
     """A scheduling condition's transition ID as a number (-1 where it is none)."""
     try:
         return int(str(cond.get("transitionID")))

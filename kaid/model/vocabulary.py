@@ -178,6 +178,14 @@ _FAILURE_WORDS: Final = {
 }
 
 
+class SchedulingCondition(StrEnum):
+    """The ``type`` of a PodGroup's scheduling condition (``status.schedulingConditions[]``)."""
+
+    UNSCHEDULABLE_ON_NODE_POOL = "UnschedulableOnNodePool"  # KAI's: the PodGroup cannot be placed in its node pool
+    SCHEDULED = "Scheduled"  # kai's: its pods are placed (KAI removes its conditions instead)
+    UNSCHEDULABLE = "Unschedulable"  # what kai wrote before 2026-11-29 for KAI's type: read as it
+
+
 class EventReason(StrEnum):
     """The ``reason`` of the events kaid writes (``kaictl top`` and ``explain`` read them back)."""
 

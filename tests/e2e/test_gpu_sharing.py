@@ -221,7 +221,7 @@ def test_no_uuid_within_the_timeout_rolls_back_with_the_reason_and_leaves_nothin
 
     def failed() -> Obj | None:
         cond = last_condition(get_or_none(cp, f"{PODGROUPS}/namespaces/{namespace}/podgroups/pg-pod-lonely"))
-        return cond if cond.get("reason") == "GpuReservationFailed" else None
+        return cond if [r.get("reason") for r in cond.get("reasons") or []][:1] == ["GpuReservationFailed"] else None
 
     cond = wait_for(failed, BIND_TIMEOUT, "the PodGroup to say the reservation failed")
     assert "reported no GPU UUID within 3 s" in cond["message"], cond
@@ -275,7 +275,7 @@ def test_a_shared_gpu_pod_admission_did_not_set_up_waits_with_the_fix(
 
     def waiting() -> Obj | None:
         cond = last_condition(get_or_none(cp, f"{PODGROUPS}/namespaces/{namespace}/podgroups/pg-pod-raw"))
-        return cond if cond.get("reason") == "GpuSharingNotSetUp" else None
+        return cond if [r.get("reason") for r in cond.get("reasons") or []][:1] == ["GpuSharingNotSetUp"] else None
 
     cond = wait_for(waiting, BIND_TIMEOUT, "the PodGroup to say the pod was not set up")
     assert "make sure `kaid webhook` runs" in cond["message"] and "recreate the pod" in cond["message"], cond

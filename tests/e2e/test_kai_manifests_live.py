@@ -60,7 +60,7 @@ def test_kai_manifests_with_aliases_backoff_and_unmarked_pods_apply_and_mean_wha
 
         def once_said() -> Obj | None:
             cond = last_condition(podgroup(cp, namespace, "once"))
-            return cond if cond.get("type") == "Unschedulable" else None
+            return cond if cond.get("type") == "UnschedulableOnNodePool" else None
 
         cond = wait_for(once_said, 40, "PodGroup once to say why it waits")
         assert cond["nodePool"] == "default", cond
