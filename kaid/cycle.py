@@ -93,7 +93,8 @@ class Decisions:
 
 def _overcommitted(node: Node) -> bool:
     return (node.used_cpu > node.alloc_cpu or node.used_mem > node.alloc_mem or node.used_pods > node.alloc_pods
-            or any(u > 1000 for u in node.dev_used))
+            or any(u > 1000 for u in node.dev_used)
+            or (node.ext_used is not None and any(v > node.ext_alloc.get(k, 0) for k, v in node.ext_used.items())))
 
 
 def ready_pipelined(snap: Snapshot, roll: Roll | None = None, waits: list[Pod] | None = None) -> list[Pod]:

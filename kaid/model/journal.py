@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kaid.model.objects import Job, Node, Pod, Reason
 
 PodFields = tuple["Pod", str, "str | None", "tuple[int, ...]", "str | None"]
-NodeFields = tuple["Node", int, int, int, int, "list[int]", "list[str | None]"]
+NodeFields = tuple["Node", int, int, int, int, "list[int]", "list[str | None]", "dict[str, int] | None"]
 
 
 class Journal:
@@ -34,7 +34,7 @@ class Journal:
 
     def __init__(self) -> None:
         self.pods: dict[int, PodFields] = {}  # id(pod) -> (pod, status, node, devices, gpu_group)
-        # id(node) -> (node, used_cpu, used_mem, used_pods, idle, dev_used, dev_group)
+        # id(node) -> (node, used_cpu, used_mem, used_pods, idle, dev_used, dev_group, ext_used)
         self.nodes: dict[int, NodeFields] = {}
         self.jobs: dict[int, tuple[Job, list[Reason]]] = {}  # id(job) -> (job, its errors list)
 
@@ -47,7 +47,8 @@ class Journal:
         """``node``'s accounting (used resources, idle GPUs, each device's use and GPU group) is about to change."""
         if id(node) not in self.nodes:
             self.nodes[id(node)] = (node, node.used_cpu, node.used_mem, node.used_pods, node.idle,
-                                    list(node.dev_used), list(node.dev_group))
+                                    list(node.dev_used), list(node.dev_group),
+                                    None if node.ext_used is None else dict(node.ext_used))
 
     def job_errors(self, job: Job) -> list[Reason]:
         """``job``'s errors as a list of this snapshot's own, to add to."""
@@ -63,8 +64,8 @@ class Journal:
         """Every object recorded as it was before the cycle's first write to it; the journal is then empty."""
         for pod, status, node_name, devices, group in self.pods.values():
             pod.status, pod.node, pod.devices, pod.gpu_group = status, node_name, devices, group
-        for node, cpu, mem, pods, idle, used, groups in self.nodes.values():
-            node.used_cpu, node.used_mem, node.used_pods, node.idle = cpu, mem, pods, idle
+        for node, cpu, mem, pods, idle, used, groups, ext in self.nodes.values():
+            node.used_cpu, node.used_mem, node.used_pods, node.idle, node.ext_used = cpu, mem, pods, idle, ext
             node.dev_used[:] = used
             node.dev_group[:] = groups
         for job, errors in self.jobs.values():

@@ -815,6 +815,7 @@ def _copy_node(n: Node) -> Node:
     new.gpu_mem_mib, new.gpus, new.idle, new.index = n.gpu_mem_mib, n.gpus, n.idle, n.index
     new.labels, new.name, new.ready, new.taints = n.labels, n.name, n.ready, n.taints
     new.unschedulable, new.used_cpu, new.used_mem, new.used_pods = n.unschedulable, n.used_cpu, n.used_mem, n.used_pods
+    new.ext_alloc, new.ext_used = n.ext_alloc, None if n.ext_used is None else dict(n.ext_used)
     return new
 
 

@@ -8,7 +8,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.quantity import QuantityError, to_int, to_milli
 from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Node, ObjectProblem, Pod, Reason
-from kaid.model.pods import gpu_groups_of, new_gpu_group
+from kaid.model.pods import gpu_groups_of, is_extended, new_gpu_group
 from kaid.model.vocabulary import PodStatus, ReasonCode
 
 Obj = dict[str, Any]
@@ -47,8 +47,25 @@ def read_node(obj: Obj, problems: list[ObjectProblem] | None = None) -> Node:
                 "GPU pod there until it reports a true count: check the node's GPU device plugin",
                 {"most": MAX_NODE_GPUS})))
         gpus = 0
-    return Node(name, labels, taints, bool(spec.get("unschedulable")), ready,
+    node = Node(name, labels, taints, bool(spec.get("unschedulable")), ready,
                 q("cpu", to_milli, 0), q("memory", to_int, 0), q("pods", to_int, 110), gpus, gpu_mem)
+    if not _PLAIN.issuperset(alloc):  # (kwok's and many test nodes report cpu, memory, pods and GPUs alone)
+        ext = {str(k): q(k, to_int, 0) for k in alloc if is_extended(str(k))}
+        if ext:
+            node.ext_alloc = ext
+    return node
+
+
+_PLAIN = frozenset({"cpu", "memory", "pods", c.GPU_RESOURCE})  # a node's allocatable without extended resources
+
+
+def hold_extended(node: Node, pod: Pod, sign: int = 1) -> None:
+    """Account (``sign`` 1) or give back (-1) what a pod holds of extended resources on the node."""
+    used = node.ext_used
+    if used is None:
+        used = node.ext_used = {}
+    for name, amount in pod.ext:
+        used[name] = used.get(name, 0) + sign * amount
 
 
 def occupy(node: Node, pod: Pod) -> None:
@@ -56,6 +73,8 @@ def occupy(node: Node, pod: Pod) -> None:
     node.used_cpu += pod.cpu
     node.used_mem += pod.mem
     node.used_pods += 1
+    if pod.ext:
+        hold_extended(node, pod)
     if pod.gpu_whole and node.gpus:
         if len(pod.devices) == pod.gpu_whole and _recorded_free(pod.devices, node):
             # (most: as many devices as it holds, recorded, distinct and free: the devices the general rule picks)

@@ -63,8 +63,8 @@ class Node:
     use (``dev_used``, 1000 = whole) and the GPU group sharing it (``dev_group``); ``idle`` counts unused devices."""
 
     __slots__ = (
-        "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "gpu_mem_mib", "gpus", "idle",
-        "index", "labels", "name", "ready", "taints", "unschedulable", "used_cpu", "used_mem", "used_pods",
+        "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "ext_alloc", "ext_used", "gpu_mem_mib", "gpus",
+        "idle", "index", "labels", "name", "ready", "taints", "unschedulable", "used_cpu", "used_mem", "used_pods",
     )
 
     def __init__(self, name: str, labels: dict[str, str], taints: list[dict[str, str]], unschedulable: bool,
@@ -86,6 +86,10 @@ class Node:
         self.dev_group: list[str | None] = [None] * gpus
         self.idle = gpus
         self.index = 0
+        # extended resources (``rdma/ib``, ``hugepages-2Mi``, ...: ``pods.is_extended``): allocatable, fixed; and
+        # what its pods hold of them (None until a pod holds some: most nodes and pods have none)
+        self.ext_alloc: Mapping[str, int] = _NO_EXTENDED
+        self.ext_used: dict[str, int] | None = None
 
     @property
     def free_cpu(self) -> int:
@@ -109,6 +113,7 @@ class Node:
         return f"Node({self.name}, idle={self.idle}/{self.gpus})"
 
 
+_NO_EXTENDED: Mapping[str, int] = {}  # a node's extended resources where it has none (read, never written)
 # the placement constraints of a pod that has none (``Pod``: tens of thousands are read per snapshot, and three new
 # empty containers each were work for the allocator and the garbage collector)
 _NO_SELECTOR: Mapping[str, str] = {}
@@ -125,7 +130,7 @@ class Pod:
     placement constraints, its ``status`` (a ``PodStatus``), node and devices, and the object it was read from."""
 
     __slots__ = (
-        "affinity", "anti", "cpu", "created", "deleted", "devices", "frac_devices", "gpu_frac", "gpu_group",
+        "affinity", "anti", "cpu", "created", "deleted", "devices", "ext", "frac_devices", "gpu_frac", "gpu_group",
         "gpu_mem_mib", "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector",
         "phase", "pipeline_action", "pod_affinity", "raw", "releasing", "sig", "started", "status", "tolerations",
         "uid",
@@ -163,6 +168,8 @@ class Pod:
         self.sig = ""
         self.pipeline_action = ""
         self.raw: dict[str, Any] | None = None
+        # what it requests of extended resources (``pods.is_extended``), by name, in name order (part of ``sig``)
+        self.ext: tuple[tuple[str, int], ...] = ()
 
     @property
     def shared(self) -> bool:
@@ -179,7 +186,7 @@ class Pod:
         new = Pod.__new__(Pod)
         new.affinity, new.anti, new.pod_affinity = self.affinity, self.anti, self.pod_affinity
         new.cpu, new.created, new.devices = self.cpu, self.created, self.devices
-        new.deleted = self.deleted
+        new.deleted, new.ext = self.deleted, self.ext
         new.frac_devices, new.gpu_frac, new.gpu_group = self.frac_devices, self.gpu_frac, self.gpu_group
         new.gpu_mem_mib, new.gpu_whole, new.job, new.key = self.gpu_mem_mib, self.gpu_whole, self.job, self.key
         new.labels, new.mem, new.name, new.namespace = self.labels, self.mem, self.name, self.namespace

@@ -113,7 +113,7 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
     if deletion:
         pod.releasing = True
         pod.deleted = timestamp(deletion)
-    pod.cpu, pod.mem, pod.gpu_whole, part = _amounts(spec, pod, problems)
+    pod.cpu, pod.mem, pod.gpu_whole, part, pod.ext = _amounts(spec, pod, problems)
     if not (0 <= pod.gpu_whole <= MAX_NODE_GPUS and 0 <= pod.cpu <= MOST_AMOUNT and 0 <= pod.mem <= MOST_AMOUNT):
         _impossible_amounts(pod, problems)
     if part is not None:
@@ -133,7 +133,7 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
                 if len(_SHARES) >= _SHARES_KEPT:
                     _SHARES.clear()
                 _SHARES[key] = (pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices)
-    if spec.get("nodeSelector") or spec.get("affinity") or spec.get("tolerations"):
+    if spec.get("nodeSelector") or spec.get("affinity") or spec.get("tolerations") or pod.ext:
         _read_constraints(pod, spec)
     devs = _text(ann, c.GPU_DEVICES_ANNOTATION)
     if devs:
@@ -232,12 +232,36 @@ def _read_constraints(pod: Pod, spec: Mapping[str, Any]) -> None:
                         [t.ident for t in pod.pod_affinity], [t.ident for t in pod.anti]))
     elif pod.node_selector or pod.affinity or pod.tolerations:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
+    if pod.ext:  # (which nodes can take it depends on their extended resources, and what room each has on them)
+        pod.sig = repr((pod.sig, pod.ext))
 
 
-# cpu (milli), memory (bytes), whole GPUs (the request's whole part), and the GPU request where it is not whole
-Amounts = tuple[int, int, int, Decimal | None]
+# cpu (milli), memory (bytes), whole GPUs (the request's whole part), the GPU request where it is not whole, and the
+# extended resources requested (``extended``)
+Amounts = tuple[int, int, int, Decimal | None, tuple[tuple[str, int], ...]]
 _AMOUNTS: dict[tuple[Any, ...], Amounts] = {}  # a lone container's requests and limits
 _AMOUNTS_KEPT = 4096
+
+
+_NATIVE = frozenset({"cpu", "memory", c.GPU_RESOURCE})
+
+
+def is_extended(name: str) -> bool:
+    """Whether a resource is one kai checks as kube-scheduler checks its scalar resources (``NodeResourcesFit``):
+    extended resources (a name with a domain outside kubernetes.io: ``rdma/ib``, ``nvidia.com/mig-1g.10gb``) and
+    huge pages, but kai's own GPUs (``nvidia.com/gpu``, accounted by device). ``ephemeral-storage`` is not
+    checked (docs/compatibility.md)."""
+    if name.startswith("hugepages-"):
+        return True
+    domain, slash, _ = name.partition("/")
+    return bool(slash) and name != c.GPU_RESOURCE and domain != "kubernetes.io" and \
+        not domain.endswith(".kubernetes.io") and not name.startswith("requests.")
+
+
+def extended(req: Mapping[str, Decimal]) -> tuple[tuple[str, int], ...]:
+    """The extended resources of a pod's requests (``pod_requests``) that it asks some of, in name order, each in its
+    own unit (fractions round up)."""
+    return tuple(sorted((name, to_int(v)) for name, v in req.items() if is_extended(name) and v > 0))
 
 
 def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amounts:
@@ -262,10 +286,11 @@ def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amoun
         req = pod_requests(spec)
     except QuantityError as err:
         problems.append(Reason(ReasonCode.INVALID_SPEC, f"pod {pod.key} has an unreadable resource request: {err}"))
-        return 0, 0, 0, None
+        return 0, 0, 0, None, ()
     gpu = req.get(c.GPU_RESOURCE, Decimal(0))
     whole = gpu == gpu.to_integral_value()
-    amounts = (int(to_milli(req.get("cpu", 0))), int(to_int(req.get("memory", 0))), int(gpu), None if whole else gpu)
+    amounts = (int(to_milli(req.get("cpu", 0))), int(to_int(req.get("memory", 0))), int(gpu), None if whole else gpu,
+               extended(req) if not _NATIVE.issuperset(req) else ())
     if key is not None and all(type(v) is str for part in (requests, limits) for v in part.values()):  # (1 == 1.0)
         if len(_AMOUNTS) >= _AMOUNTS_KEPT:
             _AMOUNTS.clear()

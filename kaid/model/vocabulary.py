@@ -149,6 +149,7 @@ class NodeFailure(StrEnum):
     TOO_MANY_PODS = "TooManyPods"
     INSUFFICIENT_CPU = "InsufficientCPU"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
+    INSUFFICIENT_EXTENDED = "InsufficientExtendedResource"  # an extended resource (rdma/ib, hugepages-2Mi, ...)
     INSUFFICIENT_GPU = "InsufficientGPU"
     NO_GPU_MEMORY_LABEL = "NoGPUMemoryLabel"
     INSUFFICIENT_GPU_SHARE = "InsufficientGPUShare"
@@ -170,6 +171,7 @@ _FAILURE_WORDS: Final = {
     NodeFailure.TOO_MANY_PODS: "too many pods",
     NodeFailure.INSUFFICIENT_CPU: "insufficient cpu",
     NodeFailure.INSUFFICIENT_MEMORY: "insufficient memory",
+    NodeFailure.INSUFFICIENT_EXTENDED: "insufficient extended resource",
     NodeFailure.INSUFFICIENT_GPU: "insufficient GPU",
     NodeFailure.NO_GPU_MEMORY_LABEL: "no GPU memory label",
     NodeFailure.INSUFFICIENT_GPU_SHARE: "no GPU with enough free share",

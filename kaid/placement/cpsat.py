@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kaid.model.objects import Node, Pod
 from kaid.placement.index import NodeIndex
-from kaid.placement.predicates import room_for
+from kaid.placement.predicates import extended_free, room_for
 
 if TYPE_CHECKING:
     from ortools.sat.python import cp_model
@@ -168,6 +168,7 @@ def _slot_vars(m: _Model, reps: list[Pod], counts: list[int], total: int) -> Non
     """Several pod shapes: one slot per node that could be used (at most as many as pods, per class, and 800 in
     all), with how many pods of each shape it takes."""
     budget = 800
+    extended = sorted({name for r in reps for name, _ in r.ext})
     for k in m.keys:
         nodes = m.classes[k]
         slots = min(len(nodes), total, max(1, budget))
@@ -186,6 +187,9 @@ def _slot_vars(m: _Model, reps: list[Pod], counts: list[int], total: int) -> Non
             m.model.add(sum(x * r.cpu for x, r in zip(xs, reps, strict=True)) <= node0.free_cpu)
             m.model.add(sum(x * r.mem for x, r in zip(xs, reps, strict=True)) <= node0.free_mem)
             m.model.add(sum(xs) <= node0.free_pods)
+            for name in extended:  # (what the shapes ask of each extended resource, against what the node has free)
+                m.model.add(sum(x * dict(r.ext).get(name, 0) for x, r in zip(xs, reps, strict=True)) <=
+                            extended_free(node0, name))
             m.model.add(sum(xs) >= used)
             if slot_vars:
                 m.model.add(used <= slot_vars[-1][0])

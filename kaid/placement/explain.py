@@ -47,6 +47,7 @@ def describe_request(pod: Pod) -> str:
         parts.append(f"{pod.cpu / 1000:g} cpu")
     if pod.mem:
         parts.append(f"{pod.mem / 1e9:.3g} GB memory")
+    parts += [f"{amount} {name}" for name, amount in pod.ext]
     return ", ".join(parts) or "no resources"
 
 

@@ -17,7 +17,7 @@ from kaid.model.vocabulary import PodStatus
 from kaid.placement.cpsat import solve_gang
 from kaid.placement.fewest import fewest_domains
 from kaid.placement.index import Devices, NodeIndex
-from kaid.placement.predicates import room_for
+from kaid.placement.predicates import extended_room, room_for
 from kaid.placement.rooms import fewest_nodes
 from kaid.placement.tiers import preferred_tiers
 
@@ -132,9 +132,10 @@ def _fill_node(plan: Placements, pods: list[Pod], n: Node, free: list[int], idle
     pod = pods[0]
     want, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
     used_cpu, used_mem, used_pods = n.used_cpu + placed * cpu, n.used_mem + placed * mem, n.used_pods + placed
+    most = n.alloc_pods if not pod.ext else used_pods - placed + extended_room(n, pod)  # (pods of its extended ones)
     at = 0
     while idle >= want and used_cpu + cpu <= n.alloc_cpu and used_mem + mem <= n.alloc_mem and \
-            used_pods < n.alloc_pods:
+            used_pods < n.alloc_pods and used_pods < most:
         plan.append((pods[len(plan)], n, tuple(free[at:at + want])))
         if len(plan) == len(pods):
             return True
@@ -170,7 +171,8 @@ def _fill_part(pods: list[Pod], index: NodeIndex, allowed: bytearray | None,
                     free = [d for d in range(n.gpus) if used[d] == 0 and d not in h]
                     idle = len(free)
                 elif n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
-                        n.used_pods < n.alloc_pods:  # (room for one: its free devices read only then)
+                        n.used_pods < n.alloc_pods and (not pod.ext or extended_room(n, pod)):
+                    # (room for one: its free devices read only then)
                     free, idle = [d for d in range(n.gpus) if used[d] == 0], n.idle
                 else:
                     continue

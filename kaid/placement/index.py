@@ -8,12 +8,19 @@ from collections.abc import Iterator, Sequence
 from itertools import pairwise
 
 from kaid.model.journal import Journal
-from kaid.model.nodes import short
+from kaid.model.nodes import hold_extended, short
 from kaid.model.objects import Node, Pod
 from kaid.model.pods import new_gpu_group
 from kaid.model.vocabulary import NodeFailure, PodStatus
 from kaid.placement.podaffinity import PodAffinity, has_terms
-from kaid.placement.predicates import one_device, resource_failure, shared_devices, static_failure, whole_devices
+from kaid.placement.predicates import (
+    extended_room,
+    one_device,
+    resource_failure,
+    shared_devices,
+    static_failure,
+    whole_devices,
+)
 from kaid.placement.rooms import Misfits, Rooms
 from kaid.placement.tiers import DomainFree
 
@@ -228,6 +235,8 @@ class NodeIndex:
         node.used_cpu += pod.cpu
         node.used_mem += pod.mem
         node.used_pods += 1
+        if pod.ext:
+            hold_extended(node, pod)
         if self.soft_away and pod.key in self.soft_away and self.soft_at[pod.key][0] == node.index:
             self.soft_away.discard(pod.key)  # back where it is releasing
         if self.held and node.index in self.held and devices:
@@ -267,6 +276,8 @@ class NodeIndex:
         node.used_cpu -= pod.cpu
         node.used_mem -= pod.mem
         node.used_pods -= 1
+        if pod.ext:
+            hold_extended(node, pod, -1)
         if self.soft_at and pod.key in self.soft_at and self.soft_at[pod.key][0] == node.index:
             self.soft_away.add(pod.key)  # a releasing pod lent to a plan (or a waiting one moved): not there now
         if devices:
@@ -309,7 +320,7 @@ class NodeIndex:
         """Whether the pod fits on exactly these devices of the node now (its pod slot, cpu and memory: the first
         checks of ``resource_failure``, whose GPU checks ask for any devices, not these)."""
         if node.used_pods + 1 > node.alloc_pods or node.used_cpu + pod.cpu > node.alloc_cpu or \
-                node.used_mem + pod.mem > node.alloc_mem:
+                node.used_mem + pod.mem > node.alloc_mem or (pod.ext and not extended_room(node, pod)):
             return False
         if pod.gpu_whole:
             used = node.dev_used
@@ -330,7 +341,7 @@ class NodeIndex:
             # ``resource_failure`` but for its last check, whether ``shared_devices`` finds devices: the devices
             # chosen here answer it (whether they are found does not depend on ``spread``, only their order)
             if node.used_pods + 1 > node.alloc_pods or node.used_cpu + pod.cpu > node.alloc_cpu or \
-                    node.used_mem + pod.mem > node.alloc_mem:
+                    node.used_mem + pod.mem > node.alloc_mem or (pod.ext and not extended_room(node, pod)):
                 return None
             return shared_devices(node, pod, spread)
         if resource_failure(node, pod) is not None:
@@ -418,7 +429,7 @@ class NodeIndex:
                 continue
             n = nodes[i]
             if n.used_pods + 1 > n.alloc_pods or n.used_cpu + pod.cpu > n.alloc_cpu or \
-                    n.used_mem + pod.mem > n.alloc_mem:
+                    n.used_mem + pod.mem > n.alloc_mem or (pod.ext and not extended_room(n, pod)):
                 continue
             share, used = pod.device_share(n), n.dev_used
             for d in range(n.gpus):
@@ -457,7 +468,7 @@ class NodeIndex:
                 if (allowed is None or allowed[i]) and mask[i]:
                     n = nodes[i]
                     if n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
-                            n.used_pods < n.alloc_pods:
+                            n.used_pods < n.alloc_pods and (not pod.ext or extended_room(n, pod)):
                         if i not in held:
                             return n, whole_devices(n, want)
                         idle = self._true_idle(n)
@@ -486,7 +497,7 @@ class NodeIndex:
                     if (allowed is None or allowed[i]) and mask[i]:
                         n = nodes[i]
                         if n.used_cpu + cpu <= n.alloc_cpu and n.used_mem + mem <= n.alloc_mem and \
-                                n.used_pods < n.alloc_pods:
+                                n.used_pods < n.alloc_pods and (not pod.ext or extended_room(n, pod)):
                             return n, whole_devices(n, want)
             return None
         soft = self._soft_best(pod, spread, mask, allowed) \

@@ -43,7 +43,25 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
             return NodeFailure.TAINT
+    if pod.ext and any(node.ext_alloc.get(name, 0) < amount for name, amount in pod.ext):
+        return NodeFailure.INSUFFICIENT_EXTENDED  # (all of it would not do)
     return None
+
+
+def extended_free(node: Node, name: str) -> int:
+    """What the node has free of an extended resource now."""
+    used = node.ext_used
+    return node.ext_alloc.get(name, 0) - (used.get(name, 0) if used else 0)
+
+
+def extended_room(node: Node, pod: Pod) -> int:
+    """How many pods of ``pod``'s extended resources (``Pod.ext``; at least one) the node has room for now."""
+    room = -1
+    for name, amount in pod.ext:
+        r = extended_free(node, name) // amount
+        if room < 0 or r < room:
+            room = r
+    return room if room > 0 else 0
 
 
 # one device as a tuple, one per device number: the devices of a one-GPU pod or a one-device shared pod, most
@@ -103,6 +121,8 @@ def resource_failure(node: Node, pod: Pod) -> NodeFailure | None:
         return NodeFailure.INSUFFICIENT_CPU
     if node.used_mem + pod.mem > node.alloc_mem:
         return NodeFailure.INSUFFICIENT_MEMORY
+    if pod.ext and not extended_room(node, pod):
+        return NodeFailure.INSUFFICIENT_EXTENDED
     if pod.gpu_whole and node.idle < pod.gpu_whole:
         return NodeFailure.INSUFFICIENT_GPU
     if pod.frac_devices:
@@ -123,6 +143,8 @@ def room_for(node: Node, pod: Pod) -> int:
         room = (node.alloc_cpu - node.used_cpu) // pod.cpu
     if pod.mem and (node.alloc_mem - node.used_mem) // pod.mem < room:
         room = (node.alloc_mem - node.used_mem) // pod.mem
+    if pod.ext and extended_room(node, pod) < room:
+        room = extended_room(node, pod)
     return room if room > 0 else 0
 
 

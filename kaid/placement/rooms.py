@@ -11,12 +11,13 @@ from operator import attrgetter
 
 from kaid.model.objects import Node, Pod
 from kaid.model.vocabulary import NodeFailure
-from kaid.placement.predicates import resource_failure, room_for
+from kaid.placement.predicates import extended_room, resource_failure, room_for
 
 Groups = dict[tuple[int, int], list[Node]]  # (room, idle GPUs) -> the nodes with that room and idle count, by index
 _index_of = attrgetter("index")
 _TOO_MANY_PODS, _INSUFFICIENT_CPU = NodeFailure.TOO_MANY_PODS, NodeFailure.INSUFFICIENT_CPU
 _INSUFFICIENT_MEMORY, _INSUFFICIENT_GPU = NodeFailure.INSUFFICIENT_MEMORY, NodeFailure.INSUFFICIENT_GPU
+_INSUFFICIENT_EXTENDED = NodeFailure.INSUFFICIENT_EXTENDED
 
 
 class Rooms:
@@ -36,7 +37,7 @@ class Rooms:
         by_room: dict[int, int] = {}
         self.nodes_by_room = by_room
         total = 0
-        whole, cpu, mem = pod.gpu_whole, pod.cpu, pod.mem
+        whole, cpu, mem, ext = pod.gpu_whole, pod.cpu, pod.mem, pod.ext
         for i in compress(range(len(nodes)), mask):
             node = nodes[i]
             r = node.alloc_pods - node.used_pods
@@ -46,6 +47,8 @@ class Rooms:
                 r = (node.alloc_cpu - node.used_cpu) // cpu
             if mem and (node.alloc_mem - node.used_mem) // mem < r:
                 r = (node.alloc_mem - node.used_mem) // mem
+            if ext and extended_room(node, pod) < r:
+                r = extended_room(node, pod)
             if r > 0:
                 room[i] = r
                 by_room[r] = by_room.get(r, 0) + 1
@@ -170,7 +173,7 @@ class Misfits:
         why, counts = self.why, self.counts
         # ``resource_failure``'s checks inlined, in its order (no call per node; shared GPUs, the last checks, through
         # it: the same answers, tests/test_rooms.py compares with it)
-        cpu, mem, whole, shared = pod.cpu, pod.mem, pod.gpu_whole, pod.frac_devices
+        cpu, mem, whole, shared, ext = pod.cpu, pod.mem, pod.gpu_whole, pod.frac_devices, pod.ext
         failure: NodeFailure | None
         for i in compress(range(len(nodes)), mask):
             node = nodes[i]
@@ -180,6 +183,8 @@ class Misfits:
                 failure = _INSUFFICIENT_CPU
             elif node.used_mem + mem > node.alloc_mem:
                 failure = _INSUFFICIENT_MEMORY
+            elif ext and not extended_room(node, pod):
+                failure = _INSUFFICIENT_EXTENDED
             elif whole and node.idle < whole:
                 failure = _INSUFFICIENT_GPU
             elif shared:
