@@ -81,10 +81,10 @@ def make_pool(control_plane: ControlPlane) -> Iterator[Callable[..., tuple[str, 
     add nothing to later tests' capacity."""
     made: list[str] = []
 
-    def make(count: int = 1, gpus: int = 8) -> tuple[str, list[str]]:
+    def make(count: int = 1, gpus: int = 8, **node_args: Any) -> tuple[str, list[str]]:
         pool = f"p{suffix()}"
         names = control_plane.add_gpu_nodes(
-            count, gpus=gpus, name_prefix=f"kaid-{pool}", labels={POOL_LABEL: pool}, wait=True
+            count, gpus=gpus, name_prefix=f"kaid-{pool}", labels={POOL_LABEL: pool}, wait=True, **node_args
         )
         made.extend(names)
         return pool, names

@@ -892,6 +892,7 @@ class ControlPlane:
         pods: int = 110,
         annotations: Mapping[str, str] | None = None,
         taints: Sequence[Mapping[str, str]] = (),
+        extended: Mapping[str, str] | None = None,
         wait: bool = False,
         timeout: float = 60.0,
     ) -> list[str]:
@@ -900,8 +901,9 @@ class ControlPlane:
         Names are ``{name_prefix}-{i}``, numbered on from earlier calls with the same prefix. Every node
         gets the NVIDIA GPU labels, ``topology.kubernetes.io/zone`` (unless ``zone`` is None), the extra
         ``labels`` (e.g. ``{"kai.scheduler/rack": "rack-0"}``) and ``node_labels(i)`` for its index ``i``
-        within this call (e.g. ``lambda i: {"kai.scheduler/rack": f"rack-{i // 4}"}``). With ``wait``
-        it returns once all are Ready and untainted (see ``wait_nodes_ready``).
+        within this call (e.g. ``lambda i: {"kai.scheduler/rack": f"rack-{i // 4}"}``); ``extended``: extended
+        resources in their capacity and allocatable (e.g. ``{"rdma/ib": "1"}``). With ``wait`` it returns once all
+        are Ready and untainted (see ``wait_nodes_ready``).
         """
         start = self._node_counters.get(name_prefix, 0)
         names: list[str] = []
@@ -930,6 +932,7 @@ class ControlPlane:
                 "pods": str(pods),
                 "ephemeral-storage": "1Ti",
                 "nvidia.com/gpu": str(gpus),
+                **(extended or {}),
             }
             node = {
                 "apiVersion": "v1",
