@@ -23,6 +23,7 @@ from kaid.actions.stale import stale_gangs
 from kaid.api.config import Action, SchedulerConfig
 from kaid.fairshare import QueueRow, compute_fair_share, queue_rows
 from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
+from kaid.model.pods import claims
 from kaid.model.vocabulary import PLACED_THIS_CYCLE, OpKind, PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
 
@@ -52,6 +53,7 @@ class Bind:
     gpu_groups: tuple[str, ...] = ()  # a shared-GPU pod's group on each of its devices (``devices`` order)
     # labels the pod is given as it is bound: its shard's node-pool label where it lacks it (``pool_label``)
     set_labels: tuple[tuple[str, str], ...] = ()
+    claims: tuple[str, ...] = ()  # the PersistentVolumeClaims its volumes use (``pods.claims``), in its namespace
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -143,7 +145,7 @@ def _bind(pod: Pod, node: Node, action: str, by: str | None, ones: dict[str, tup
     else:
         groups = tuple(node.dev_group[d] or "" for d in pod.devices)
     return Bind(pod.key, node.name, job.key, job.queue, pod.devices, pod.gpu_group if pod.frac_devices else None,
-                pod.gpu_milli_on(node), action, by, groups)
+                pod.gpu_milli_on(node), action, by, groups, claims=claims(pod.raw))
 
 
 def pool_label(cfg: SchedulerConfig) -> Callable[[Bind, Pod], Bind]:

@@ -31,6 +31,7 @@ from kaid.kube.auth import AuthError
 from kaid.kube.client import ApiError, KubeClient, _error, dumps, pod_path
 from kaid.kube.reservations import SharedBinder
 from kaid.kube.sender import RequestLoop
+from kaid.kube.volumes import Claims
 from kaid.model.pods import group_labels
 
 log = logging.getLogger("kaid.actuator")
@@ -295,6 +296,7 @@ class Actuator:
         self.retry_for = retry_for
         self.may_act = may_act or (lambda: True)
         self.shared: SharedBinder | None = None  # set by the daemon when shared-GPU pods get their device
+        self.claims = Claims(client)  # a pod's PersistentVolumeClaims told its node before it is bound
         self._reserving: list[Bind] = []  # sent to ``shared`` since the last ``bind``
 
     def close(self) -> None:
@@ -323,6 +325,7 @@ class Actuator:
                 meta["labels"] = labels
             patch = {"metadata": meta}
         deadline = time.monotonic() + self.retry_for
+        claims_ready = not b.claims
         for attempt in itertools.count():
             failure, first = first, None
             if failure is None:
@@ -332,6 +335,11 @@ class Actuator:
                 if problem is not None:  # the node went away (or NotReady) since the cycle decided: not there
                     return problem
                 try:
+                    if not claims_ready:  # (once: a retry after a failed bind does not ask again)
+                        problem = self.claims.prepare(ns, b.claims, b.node)
+                        if problem is not None:
+                            return problem
+                        claims_ready = True
                     if patch is not None:
                         self.client.merge_patch(pod_path(ns, name), patch)
                     self.client.create(pod_path(ns, name, "binding"), binding(ns, name, b.node, annotations))
@@ -378,7 +386,8 @@ class Actuator:
             return [(b, self.pool.submit(self._bind_one, b)) for b in binds]
         out: list[tuple[Bind, Ticket[str | None]]] = []
         for b in binds:
-            if b.groups or b.action != "allocate" or b.set_labels:  # a patch first: on the pool's threads
+            if b.groups or b.action != "allocate" or b.set_labels or b.claims:  # a patch or claims first: on the
+                # pool's threads
                 out.append((b, self.pool.submit(self._bind_one, b)))
             else:
                 ticket: Ticket[str | None] = Ticket(self.pool)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.model.pods import claim_volumes
 
 Obj = dict[str, Any]
 KEEP_ANNOTATIONS = {
@@ -122,7 +123,7 @@ def snapshot_list(objects: list[Obj]) -> Obj:
 # podgrouper, the status writers (the PodScheduled condition), kaid.sharing.handoff and kaid.kube.reservations
 # (annotations, containers' env/envFrom, a reservation pod's phase, reason, message and ended containers).
 POD_SPEC_UNREAD = frozenset({
-    "volumes", "dnsPolicy", "dnsConfig", "enableServiceLinks", "restartPolicy", "securityContext", "serviceAccount",
+    "dnsPolicy", "dnsConfig", "enableServiceLinks", "restartPolicy", "securityContext", "serviceAccount",
     "serviceAccountName", "automountServiceAccountToken", "terminationGracePeriodSeconds", "activeDeadlineSeconds",
     "hostname", "subdomain", "imagePullSecrets", "hostAliases", "readinessGates", "shareProcessNamespace",
     "ephemeralContainers", "setHostnameAsFQDN",
@@ -171,6 +172,12 @@ def slim_pod(pod: Obj) -> Obj:
         for key in ("containers", "initContainers"):
             if key in spec:
                 spec[key] = _slim_containers(spec[key])
+        if "volumes" in spec:
+            claims = claim_volumes(spec["volumes"])
+            if claims:
+                spec["volumes"] = claims
+            else:
+                del spec["volumes"]
     status = pod.get("status")
     if isinstance(status, dict):
         out: Obj = {k: status[k] for k in POD_STATUS_KEPT if k in status}

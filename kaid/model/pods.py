@@ -58,6 +58,35 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     return total
 
 
+def claim_volumes(volumes: Any) -> list[Obj]:
+    """The volumes of a pod spec that claim storage, with as much of each as ``claims`` reads: a
+    PersistentVolumeClaim's claim name, a generic ephemeral volume's name (its claim is made for the pod)."""
+    out: list[Obj] = []
+    for v in volumes if isinstance(volumes, list) else ():
+        if not isinstance(v, dict):
+            continue
+        pvc = v.get("persistentVolumeClaim")
+        if isinstance(pvc, dict) and pvc.get("claimName"):
+            out.append({"name": v.get("name"), "persistentVolumeClaim": {"claimName": pvc["claimName"]}})
+        elif isinstance(v.get("ephemeral"), dict) and v.get("name"):
+            out.append({"name": v["name"], "ephemeral": {}})
+    return out
+
+
+def claims(obj: Obj | None) -> tuple[str, ...]:
+    """The PersistentVolumeClaims (in the pod's namespace) a pod's volumes use, in volume order: the ones named, and
+    ``<pod>-<volume>`` for a generic ephemeral volume (the claim Kubernetes makes for it)."""
+    if not isinstance(obj, dict):
+        return ()
+    spec = obj.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    if not volumes:
+        return ()
+    name = str(meta.meta(obj).get("name") or "")
+    return tuple(str(v["persistentVolumeClaim"]["claimName"]) if "persistentVolumeClaim" in v else f"{name}-{v['name']}"
+                 for v in claim_volumes(volumes))
+
+
 def _required_terms(spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
