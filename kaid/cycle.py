@@ -26,6 +26,7 @@ from kaid.model.objects import Node, ObjectProblem, Pod, Reason, Snapshot
 from kaid.model.pods import claims
 from kaid.model.vocabulary import PLACED_THIS_CYCLE, OpKind, PodStatus, ReasonCode
 from kaid.placement.index import NodeIndex
+from kaid.placement.predicates import extended_alloc
 
 # the actions in the order a cycle runs them; the config's ``actions`` says which run
 ACTIONS: tuple[tuple[Action, Callable[[Session], None]], ...] = (
@@ -96,7 +97,7 @@ class Decisions:
 def _overcommitted(node: Node) -> bool:
     return (node.used_cpu > node.alloc_cpu or node.used_mem > node.alloc_mem or node.used_pods > node.alloc_pods
             or any(u > 1000 for u in node.dev_used)
-            or (node.ext_used is not None and any(v > node.ext_alloc.get(k, 0) for k, v in node.ext_used.items())))
+            or (node.ext_used is not None and any(v > extended_alloc(node, k) for k, v in node.ext_used.items())))
 
 
 def ready_pipelined(snap: Snapshot, roll: Roll | None = None, waits: list[Pod] | None = None) -> list[Pod]:

@@ -164,3 +164,41 @@ def test_cpsat_places_a_gang_of_two_shapes_within_each_nodes_extended_resources(
     for _, n in plan:
         per_node[n.name] = per_node.get(n.name, 0) + 1
     assert max(per_node.values()) <= ib and sum(per_node.values()) == 3, per_node
+
+
+# ------------------------------------------------------------------------------------------------- host ports
+def _port(obj: Obj, port: int, protocol: str | None = None, host: bool = True) -> Obj:
+    entry: Obj = {"containerPort": port, **({"hostPort": port} if host else {})}
+    if protocol:
+        entry["protocol"] = protocol
+    obj["spec"]["containers"][0].setdefault("ports", []).append(entry)
+    return obj
+
+
+def test_a_pods_host_ports_are_read_and_the_watch_cache_keeps_them() -> None:
+    from kaid.kube.strip import slim_pod
+
+    obj = _port(_port(_port(pod("p", gpus=1), 29500), 53, "UDP"), 8080, host=False)
+    read = read_pod(obj, [])
+    assert read.ext == (("hostPort:TCP/29500", 1), ("hostPort:UDP/53", 1))
+    assert slim_pod(obj)["spec"]["containers"][0]["ports"] == [{"hostPort": 29500}, {"hostPort": 53, "protocol": "UDP"}]
+    assert "ports" not in slim_pod(_port(pod("q"), 8080, host=False))["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("cfg", CFGS)
+def test_pods_that_take_the_same_host_port_go_to_different_nodes(cfg: SchedulerConfig) -> None:
+    # torch's rendezvous port on the host network: a gang of three on two nodes with room for all by GPUs
+    objs = [node("n0", gpus=8), node("n1", gpus=8), queue("default-queue"),
+            _port(pod("running", gpus=1, node_name="n0"), 29500),
+            podgroup("g", "default-queue", 2), *(_port(pod(f"g-{i}", gpus=1, group="g"), 29500) for i in range(2)),
+            _port(pod("other-port", gpus=1), 29501), _port(pod("udp", gpus=1), 29500, "UDP")]
+    for snap in _snapshots(objs, cfg):
+        d = run_cycle(snap, cfg)
+        assert not any(b.pod.startswith("default/g-") for b in d.binds)  # one node has the port free: not two
+        (why,) = [r.message for r in d.pending["default/g"] if r.code == "NodeFit"]
+        assert why.endswith("host port TCP/29500: 1 host port in use"), why
+        assert {b.pod for b in d.binds} == {"default/other-port", "default/udp"}
+    three = [*objs, node("n2", gpus=8)]
+    for snap in _snapshots(three, cfg):
+        placed = {b.pod: b.node for b in run_cycle(snap, cfg).binds if b.pod.startswith("default/g-")}
+        assert sorted(placed.values()) == ["n1", "n2"], placed

@@ -141,8 +141,16 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 def _slim_containers(containers: Any) -> Any:
     if not isinstance(containers, list):
         return containers
-    return [{k: v for k, v in ctr.items() if k not in CONTAINER_UNREAD} if isinstance(ctr, dict) else ctr
-            for ctr in containers]
+    out = [{k: v for k, v in ctr.items() if k not in CONTAINER_UNREAD} if isinstance(ctr, dict) else ctr
+           for ctr in containers]
+    for ctr, slim in zip(containers, out, strict=True):  # of the ports, the host ports (``pods.host_ports``)
+        ports = ctr.get("ports") if isinstance(ctr, dict) else None
+        if ports and isinstance(ports, list):
+            held = [{k: p[k] for k in ("hostPort", "protocol") if k in p} for p in ports
+                    if isinstance(p, dict) and p.get("hostPort")]
+            if held:
+                slim["ports"] = held
+    return out
 
 
 def _ended(statuses: Any) -> list[Obj]:

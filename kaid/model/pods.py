@@ -143,6 +143,9 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
         pod.releasing = True
         pod.deleted = timestamp(deletion)
     pod.cpu, pod.mem, pod.gpu_whole, part, pod.ext = _amounts(spec, pod, problems)
+    ports = host_ports(spec)
+    if ports:
+        pod.ext = tuple(sorted((*pod.ext, *ports)))
     if not (0 <= pod.gpu_whole <= MAX_NODE_GPUS and 0 <= pod.cpu <= MOST_AMOUNT and 0 <= pod.mem <= MOST_AMOUNT):
         _impossible_amounts(pod, problems)
     if part is not None:
@@ -273,6 +276,22 @@ _AMOUNTS_KEPT = 4096
 
 
 _NATIVE = frozenset({"cpu", "memory", c.GPU_RESOURCE})
+HOST_PORT = "hostPort:"  # a host port among a pod's extended resources: ``hostPort:TCP/8080`` (a colon: no resource's
+# name), of which every node has one (``placement.predicates.extended_alloc``)
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The host ports a pod's containers take (a hostNetwork pod's container ports are its host ports: the API server
+    writes them so), as extended resources of one each (``HOST_PORT``), in name order. kube-scheduler's NodePorts:
+    two pods conflict on the same protocol and port where their host IPs overlap; kai takes any two as
+    overlapping."""
+    found: set[str] = set()
+    for ctr in spec.get("containers") or ():
+        for p in (ctr.get("ports") or ()) if isinstance(ctr, dict) else ():
+            port = p.get("hostPort") if isinstance(p, dict) else None
+            if isinstance(port, int) and not isinstance(port, bool) and port > 0:
+                found.add(f"{HOST_PORT}{p.get('protocol') or 'TCP'}/{port}")
+    return tuple((name, 1) for name in sorted(found))
 
 
 def is_extended(name: str) -> bool:

@@ -150,6 +150,7 @@ class NodeFailure(StrEnum):
     INSUFFICIENT_CPU = "InsufficientCPU"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
     INSUFFICIENT_EXTENDED = "InsufficientExtendedResource"  # an extended resource (rdma/ib, hugepages-2Mi, ...)
+    HOST_PORT = "HostPortInUse"  # a host port the pod takes is a pod's of the node already
     INSUFFICIENT_GPU = "InsufficientGPU"
     NO_GPU_MEMORY_LABEL = "NoGPUMemoryLabel"
     INSUFFICIENT_GPU_SHARE = "InsufficientGPUShare"
@@ -172,6 +173,7 @@ _FAILURE_WORDS: Final = {
     NodeFailure.INSUFFICIENT_CPU: "insufficient cpu",
     NodeFailure.INSUFFICIENT_MEMORY: "insufficient memory",
     NodeFailure.INSUFFICIENT_EXTENDED: "insufficient extended resource",
+    NodeFailure.HOST_PORT: "host port in use",
     NodeFailure.INSUFFICIENT_GPU: "insufficient GPU",
     NodeFailure.NO_GPU_MEMORY_LABEL: "no GPU memory label",
     NodeFailure.INSUFFICIENT_GPU_SHARE: "no GPU with enough free share",

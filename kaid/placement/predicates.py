@@ -7,6 +7,7 @@ from typing import Any
 
 from kaid.model.nodes import short
 from kaid.model.objects import Node, Pod
+from kaid.model.pods import HOST_PORT
 from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
 
@@ -43,15 +44,28 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
             return NodeFailure.TAINT
-    if pod.ext and any(node.ext_alloc.get(name, 0) < amount for name, amount in pod.ext):
+    if pod.ext and any(extended_alloc(node, name) < amount for name, amount in pod.ext):
         return NodeFailure.INSUFFICIENT_EXTENDED  # (all of it would not do)
     return None
+
+
+def extended_alloc(node: Node, name: str) -> int:
+    """What the node has of an extended resource in all: one of each host port (``pods.HOST_PORT``)."""
+    return node.ext_alloc.get(name, 1 if name.startswith(HOST_PORT) else 0)
 
 
 def extended_free(node: Node, name: str) -> int:
     """What the node has free of an extended resource now."""
     used = node.ext_used
-    return node.ext_alloc.get(name, 0) - (used.get(name, 0) if used else 0)
+    return extended_alloc(node, name) - (used.get(name, 0) if used else 0)
+
+
+def extended_failure(node: Node, pod: Pod) -> NodeFailure | None:
+    """The first of the pod's extended resources the node lacks now (``extended_room``), or None."""
+    for name, amount in pod.ext:
+        if extended_free(node, name) < amount:
+            return NodeFailure.HOST_PORT if name.startswith(HOST_PORT) else NodeFailure.INSUFFICIENT_EXTENDED
+    return None
 
 
 def extended_room(node: Node, pod: Pod) -> int:
@@ -122,7 +136,7 @@ def resource_failure(node: Node, pod: Pod) -> NodeFailure | None:
     if node.used_mem + pod.mem > node.alloc_mem:
         return NodeFailure.INSUFFICIENT_MEMORY
     if pod.ext and not extended_room(node, pod):
-        return NodeFailure.INSUFFICIENT_EXTENDED
+        return extended_failure(node, pod)
     if pod.gpu_whole and node.idle < pod.gpu_whole:
         return NodeFailure.INSUFFICIENT_GPU
     if pod.frac_devices:

@@ -11,13 +11,12 @@ from operator import attrgetter
 
 from kaid.model.objects import Node, Pod
 from kaid.model.vocabulary import NodeFailure
-from kaid.placement.predicates import extended_room, resource_failure, room_for
+from kaid.placement.predicates import extended_failure, extended_room, resource_failure, room_for
 
 Groups = dict[tuple[int, int], list[Node]]  # (room, idle GPUs) -> the nodes with that room and idle count, by index
 _index_of = attrgetter("index")
 _TOO_MANY_PODS, _INSUFFICIENT_CPU = NodeFailure.TOO_MANY_PODS, NodeFailure.INSUFFICIENT_CPU
 _INSUFFICIENT_MEMORY, _INSUFFICIENT_GPU = NodeFailure.INSUFFICIENT_MEMORY, NodeFailure.INSUFFICIENT_GPU
-_INSUFFICIENT_EXTENDED = NodeFailure.INSUFFICIENT_EXTENDED
 
 
 class Rooms:
@@ -183,8 +182,8 @@ class Misfits:
                 failure = _INSUFFICIENT_CPU
             elif node.used_mem + mem > node.alloc_mem:
                 failure = _INSUFFICIENT_MEMORY
-            elif ext and not extended_room(node, pod):
-                failure = _INSUFFICIENT_EXTENDED
+            elif ext and (lacks := extended_failure(node, pod)) is not None:
+                failure = lacks
             elif whole and node.idle < whole:
                 failure = _INSUFFICIENT_GPU
             elif shared:

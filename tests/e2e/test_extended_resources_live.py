@@ -39,14 +39,39 @@ def test_pods_asking_for_an_extended_resource_are_bound_only_where_it_is_free(
     got = wait_for(placed, 40, "one rdma/ib pod and the plain one bound")
     assert got[1] == "plain" and got[0] in ("first", "second"), got
 
-    def said(name: str) -> Obj | None:
-        (obj,) = [p for p in pods_of(cp, namespace) if p["metadata"]["name"] == name]
-        cond = pod_condition(obj, "PodScheduled")
-        return cond if cond and "insufficient extended resource" in str(cond.get("message")) else None
-
     waiting = "second" if got[0] == "first" else "first"
     for name in (waiting, "elsewhere"):
-        cond = wait_for(partial(said, name), 40, f"pod {name} to say what it lacks")
+        cond = wait_for(partial(_says, cp, namespace, name, "insufficient extended resource"), 40,
+                        f"pod {name} to say what it lacks")
         assert cond["status"] == "False" and "1 rdma/ib" in cond["message"], cond
     kaid.wait_cycles(3)
     assert sorted(p["metadata"]["name"] for p in bound(pods_of(cp, namespace))) == got
+
+
+def test_pods_taking_one_host_port_are_bound_to_different_nodes(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    cp = control_plane
+    pool, _ = make_pool(2, gpus=8)
+    (q,) = make_queues(queue(f"port-{suffix()}", 0))
+    start_kaid("port")
+    for i in range(3):
+        obj = pod(f"rank-{i}", pool, q, 1)
+        obj["spec"]["containers"][0]["ports"] = [{"containerPort": 29500, "hostPort": 29500}]
+        create_object(cp, namespace, obj)
+
+    def two() -> list[Obj] | None:
+        got = bound(pods_of(cp, namespace))
+        return got if len(got) == 2 else None
+
+    placed = wait_for(two, 40, "two of the three pods bound")
+    assert len({p["spec"]["nodeName"] for p in placed}) == 2, [p["spec"]["nodeName"] for p in placed]
+    (left,) = {f"rank-{i}" for i in range(3)} - {p["metadata"]["name"] for p in placed}
+    cond = wait_for(partial(_says, cp, namespace, left, "host port in use"), 40, f"pod {left} to say why it waits")
+    assert "host port TCP/29500" in cond["message"], cond
+
+
+def _says(cp: ControlPlane, namespace: str, name: str, words: str) -> Obj | None:
+    (obj,) = [p for p in pods_of(cp, namespace) if p["metadata"]["name"] == name]
+    cond = pod_condition(obj, "PodScheduled")
+    return cond if cond and words in str(cond.get("message")) else None
