@@ -338,6 +338,10 @@ def test_a_podgroup_tried_once_per_pool_that_runs_pods_is_never_left_alone() -> 
             pod("g-1", gpus=1, group="g")]
     cond = _condition(_status_writes(objs, CFG))
     assert cond["type"] == "UnschedulableOnNodePool" and "nodePool" not in cond
+    # its pool's condition from before its pods ran is replaced, another pool's kept
+    objs[2]["status"] = {"schedulingConditions": [_unschedulable("default", "1"), _unschedulable("a", "2")]}
+    written = [p["status"] for path, p in _status_writes(objs, CFG).patches if path.endswith("/podgroups/g/status")]
+    assert [c.get("nodePool") for c in written[0]["schedulingConditions"]] == ["a", None]
 
 
 @pytest.mark.parametrize("pool", [None, "a"])

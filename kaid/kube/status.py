@@ -51,13 +51,13 @@ def _digest(value: Any) -> str:
 _SAYS = ("type", "nodePool", "reason", "message", "status")  # what KAI compares of two (equalSchedulingConditions)
 
 
-def _other_pools(other: Obj, cond: Obj) -> bool:
-    """Whether a PodGroup's scheduling condition is an unschedulable one of another node pool than ``cond``'s, which
-    KAI keeps beside the one it writes (``squashAndAppendConditionsForNodepool``; a controller that moves PodGroups
-    between pools reads them)."""
-    pool = other.get("nodePool")
-    return str(other.get("type")) in UNSCHEDULABLE_CONDITIONS and isinstance(pool, str) and bool(pool) and \
-        pool != cond.get("nodePool")
+def _other_pools(other: Obj, pool: str) -> bool:
+    """Whether a PodGroup's scheduling condition is an unschedulable one of another node pool than ``pool`` (the one
+    it is in), which KAI keeps beside the one it writes (``squashAndAppendConditionsForNodepool``; a controller that
+    moves PodGroups between pools reads them)."""
+    named = other.get("nodePool")
+    return str(other.get("type")) in UNSCHEDULABLE_CONDITIONS and isinstance(named, str) and bool(named) and \
+        named != pool
 
 
 def _reasons(rs: list[Reason]) -> list[Obj]:
@@ -252,7 +252,8 @@ class StatusWriter:
         else:
             cond["transitionID"] = str(max(transition_id(old), 0) + 1)
             cond["lastTransitionTime"] = _now()
-        others = [other for other in scheduling_conditions(raw) if reasons and _other_pools(other, cond)]
+        pool = self._pool(job)  # (a condition that names none, of a PodGroup running pods, replaces its pool's too)
+        others = [other for other in scheduling_conditions(raw) if reasons and _other_pools(other, pool)]
         status = {"schedulingConditions": [*others, cond], "resourcesStatus": {
             "allocated": {"gpu": alloc / 1000, "pods": running},
             "requested": {"gpu": job.request_milli / 1000, "pods": len(job.pods)}}}
