@@ -45,13 +45,16 @@ def _checked() -> tuple[list[int], Simulate]:
     (its units read once: ``GpuRoom.of``) against the plain reading; returns the checks made and the patch."""
     made = [0]
     real = by_node._simulate
-    rooms: dict[int, by_node.GpuRoom] = {}
+    # id(search) -> the search (kept: a search gone could lend its id to a later one, which then read the room of
+    # the one gone, whose victims' nodes its own do not hold) and its room
+    rooms: dict[int, tuple[Search, by_node.GpuRoom]] = {}
 
     def checked(session: Session, att: Attempt, search: Search, victims: list[Unit],
                 feasible: bytearray | None) -> Outcome | None:
-        room = rooms.get(id(search))
-        if room is None:
-            room = rooms[id(search)] = by_node.GpuRoom(session, att, search.home)
+        known = rooms.get(id(search))
+        if known is None:
+            known = rooms[id(search)] = (search, by_node.GpuRoom(session, att, search.home))
+        room = known[1]
         tally = room.tally(att, victims[:1]).copy()
         for u in victims[1:]:
             tally.add(u)
