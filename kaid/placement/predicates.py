@@ -157,8 +157,8 @@ def room_for(node: Node, pod: Pod) -> int:
         room = (node.alloc_cpu - node.used_cpu) // pod.cpu
     if pod.mem and (node.alloc_mem - node.used_mem) // pod.mem < room:
         room = (node.alloc_mem - node.used_mem) // pod.mem
-    if pod.ext and extended_room(node, pod) < room:
-        room = extended_room(node, pod)
+    if pod.ext:
+        room = min(room, extended_room(node, pod))
     return room if room > 0 else 0
 
 

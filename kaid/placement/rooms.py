@@ -46,8 +46,8 @@ class Rooms:
                 r = (node.alloc_cpu - node.used_cpu) // cpu
             if mem and (node.alloc_mem - node.used_mem) // mem < r:
                 r = (node.alloc_mem - node.used_mem) // mem
-            if ext and extended_room(node, pod) < r:
-                r = extended_room(node, pod)
+            if ext:
+                r = min(r, extended_room(node, pod))
             if r > 0:
                 room[i] = r
                 by_room[r] = by_room.get(r, 0) + 1
