@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -392,12 +393,14 @@ def _event(rng: random.Random, model: LiveModel, cache: Cache, pools: bool = Fal
     elif r < 0.24 and have:  # a relist: some gone, the rest as new dicts, another order
         kept = [copy.deepcopy(o) for o in have.values() if rng.random() < 0.8]
         if rng.random() < 0.5:
-            kept.append(_make(rng, kind, pools))
+            kept.append(_make(rng, kind, pools, garble=True))
         rng.shuffle(kept)
         model.resync(kind, kept)
         cache.items[kind] = {meta.store_key(o): o for o in kept}
     elif r < 0.3 and have and kind == "Pod":  # bound by someone: the same pod on a node
         obj = copy.deepcopy(rng.choice(list(have.values())))
+        if not isinstance(obj["spec"], dict) or not isinstance(obj["status"], dict):  # garbled: made whole again
+            obj["spec"], obj["status"] = {"schedulerName": SCHED, "containers": []}, {}
         obj["spec"]["nodeName"] = f"node-{rng.randint(0, 6)}"
         obj["status"]["phase"] = "Running"
         model.upsert(obj)
@@ -410,12 +413,13 @@ def _event(rng: random.Random, model: LiveModel, cache: Cache, pools: bool = Fal
         model.upsert(obj)
         cache.upsert(obj)
     else:
-        obj = _make(rng, kind, pools)
+        obj = _make(rng, kind, pools, garble=True)
         model.upsert(obj)
         cache.upsert(obj)
 
 
-def _make(rng: random.Random, kind: str, pools: bool = False) -> Obj:
+def _make(rng: random.Random, kind: str, pools: bool = False, garble: bool = False) -> Obj:
+    """``garble``: some made malformed (``_garble``)."""
     if kind in _MAKERS:
         make, n = _MAKERS[kind]
         obj = make(rng, rng.randrange(n))
@@ -423,7 +427,31 @@ def _make(rng: random.Random, kind: str, pools: bool = False) -> Obj:
         obj = _owner(rng, rng.randrange(6), kind)
     else:
         return _policy(rng, kind, rng.randrange(3))
+    if garble:
+        _garble(rng, obj)
     return pooled(rng, obj) if pools else obj
+
+
+# fields of the wrong type, which only a hand-written object holds (the API server refuses them), or a reader that
+# raises on an object it did not foresee: the object is left out with a MalformedObject problem, as the cold build
+# leaves it out, and read again once it changes
+_GARBLES: dict[str, list[Callable[[Obj], None]]] = {
+    "Pod": [lambda o: o.__setitem__("spec", "bad"),
+            lambda o: o["spec"].__setitem__("containers", 5),
+            lambda o: o["spec"]["containers"][0]["resources"].__setitem__("requests", 1.5),
+            lambda o: o.__setitem__("status", [1])],
+    "Node": [lambda o: o.__setitem__("status", "bad"),
+             lambda o: o["status"].__setitem__("allocatable", True),
+             lambda o: o["status"].__setitem__("conditions", 3)],
+}
+
+
+def _garble(rng: random.Random, obj: Obj) -> None:
+    """One made object in twenty-five garbled (a stream of its own: the main one draws as before)."""
+    side = random.Random(f"garble/{hash(rng.getstate())}")
+    ways = _GARBLES.get(obj["kind"])
+    if ways and side.random() < 0.04:
+        side.choice(ways)(obj)
 
 
 def _scribble(snap: Snapshot) -> None:

@@ -122,6 +122,28 @@ def test_events_lists_assumptions_and_podgroups() -> None:
     assert sorted(p.name for p in live.model.snapshot(NOW).pods) == ["a", "d"]
 
 
+def test_an_event_the_model_cannot_hold_is_logged_and_the_others_are_applied(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A pod without a namespace (the API server gives every pod one: a watch that sends such an object is broken)
+    is left out with a warning; the events and the list items after it are applied. Before, the model held it by
+    one key and read its job by another, and every snapshot raised."""
+    fake = FakeCache()
+    live = LiveSnapshots(fake, SchedulerConfig())
+    sub = fake.subs[0]
+    nameless = pod("x", gpus=1)
+    del nameless["metadata"]["namespace"]
+    sub.listed("Node", [node("n1")])
+    sub.listed("Queue", [queue("default-queue")])
+    sub.listed("Pod", [pod("a", gpus=1), nameless, pod("b", gpus=1)])
+    sub.event("Pod", False, nameless)
+    sub.event("Pod", False, pod("c", gpus=1))
+    with caplog.at_level("WARNING", logger="kaid.snapshot"):
+        snap, _ = live.snapshot(Overlay(), NOW)
+    assert sorted(p.name for p in snap.pods) == ["a", "b", "c"]
+    assert sum("x without a namespace" in r.getMessage() for r in caplog.records) == 2
+    assert {b.pod for b in run_cycle(snap, SchedulerConfig()).binds} == {"default/a", "default/b", "default/c"}
+
+
 def test_a_pod_bound_before_its_pipelining_was_seen_keeps_its_own_devices() -> None:
     """A bind and then a pipelining assumed of a pod the watch shows bound (on a node the cluster may have lost): the
     watch has caught up with both, so no snapshot marks the pod with the assumed devices, the live path on its first

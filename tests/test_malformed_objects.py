@@ -288,3 +288,74 @@ def _live(objs: list[Obj], cfg: SchedulerConfig) -> Snapshot:
     for obj in copy.deepcopy(objs):
         model.upsert(obj)
     return model.snapshot(0.0)
+
+
+def test_the_daemons_model_leaves_a_pod_or_node_it_cannot_read_out_until_it_changes(tmp_path: Path) -> None:
+    """The daemon's model (``LiveModel``) leaves out a pod or a node whose reading raises, as the cold build does,
+    with the same problems, and each says it in a Warning event on its object; before, every snapshot raised for as
+    long as the object stayed (no pod of the cluster was scheduled). Fixed, each is read again."""
+    bad_node, bad_pod = node("n1"), pod("bad", gpus=1, queue="q")
+    bad_node["status"]["allocatable"] = True
+    bad_pod["spec"] = "not a spec"
+    objs = [node("n0"), bad_node, queue("q"), bad_pod, pod("held", gpus=1, queue="q", node_name="n1"),
+            pod("good", gpus=1, queue="q")]
+    cfg = SchedulerConfig()
+    model = LiveModel(cfg)
+    for obj in copy.deepcopy(objs):
+        model.upsert(obj)
+    snap = model.snapshot(0.0)
+    cold = build_snapshot(objs, cfg, 0.0)
+    assert [(p.kind, p.name, p.reason.code) for p in snap.problems] == \
+        [("Node", "n1", ReasonCode.MALFORMED_OBJECT), ("Pod", "bad", ReasonCode.MALFORMED_OBJECT)]
+    assert [p.to_dict() for p in snap.problems] == [p.to_dict() for p in cold.problems]
+    assert [n.name for n in snap.nodes] == ["n0"] and "default/bad" not in {p.key for p in snap.pods}
+    client = Recorder()
+    writer = StatusWriter(client, cfg.schedulerName)  # type: ignore[arg-type]
+    try:
+        d = run_cycle(snap, cfg)
+        assert [(b.pod, b.node) for b in d.binds] == [("default/good", "n0")]
+        writer.write(snap, d, ApplyResult())
+    finally:
+        writer.close()
+    warned = {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for _, e in client.created
+              if e.get("type") == "Warning" and "malformed" in e.get("message", "")}
+    assert warned == {("Node", "n1"), ("Pod", "bad")}
+    model.upsert(node("n1"))
+    model.upsert(pod("bad", gpus=1, queue="q"))
+    fixed = model.snapshot(0.0)
+    assert not fixed.problems and [n.name for n in fixed.nodes] == ["n0", "n1"]
+    assert {"default/bad", "default/held"} <= {p.key for p in fixed.pods}
+
+
+def test_a_podgroup_whose_reading_raises_is_left_out_of_the_daemons_model_as_of_a_cold_build(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that raises on a PodGroup it did not foresee (here made to): the PodGroup is left out with a problem,
+    its pods read as naming one that is not there, in both models, and the rest of the cluster is scheduled."""
+    from kaid.model import build, jobs, live
+
+    real = jobs.read_podgroup
+
+    def raising(obj: Obj, into: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "g":
+            raise ValueError("a reader's bug")
+        real(obj, into)
+
+    for module in (build, live):
+        monkeypatch.setattr(module, "read_podgroup", raising)
+    objs = [node("n0"), queue("q"), podgroup("g", "q"), pod("g-0", gpus=1, queue="q", group="g"),
+            podgroup("h", "q"), pod("h-0", gpus=1, queue="q", group="h")]
+    cfg = SchedulerConfig()
+    cold = build_snapshot(objs, cfg, 0.0)
+    model = LiveModel(cfg)
+    for obj in copy.deepcopy(objs):
+        model.upsert(obj)
+    snap = model.snapshot(0.0)
+    assert [(p.kind, p.name, p.reason.code) for p in snap.problems] == [("PodGroup", "g", ReasonCode.MALFORMED_OBJECT)]
+    assert [p.to_dict() for p in snap.problems] == [p.to_dict() for p in cold.problems]
+    assert list(snap.jobs) == list(cold.jobs) == ["default/h", "default/g"]  # (g: by its first pod, after h)
+    assert not snap.jobs["default/g"].explicit
+    assert "default/h-0" in {b.pod for b in run_cycle(snap, cfg).binds}
+    monkeypatch.setattr(live, "read_podgroup", real)
+    model.upsert(podgroup("g", "q"))
+    again = model.snapshot(0.0)
+    assert not again.problems and list(again.jobs) == ["default/g", "default/h"] and again.jobs["default/g"].explicit

@@ -118,29 +118,35 @@ class LiveSnapshots:
             return self.model.objects()
 
     def _drain(self) -> None:
-        model = self.model
         while self.queue:
             kind, deleted, obj, items = self.queue.popleft()
-            if kind == "Namespace" or kind in OWNER_KINDS:
-                self.context += 1
-            if items is not None:
-                self.relists += 1
-                model.resync(kind, items)
-                if kind == "Pod":
-                    self.overrides.clear()  # set again from the new objects (``_assume``)
-                elif kind == "PodGroup":
-                    self.made.clear()  # made again where still missing (``_podgroups``)
-                    self.made_from.clear()
-            elif obj is not None:
-                obj.setdefault("kind", kind)
-                if deleted:
-                    model.delete(kind, meta.store_key(obj))
-                    if kind == "PodGroup":
-                        self._unmade(meta.store_key(obj))
-                else:
-                    model.upsert(obj)
-                    if kind == "PodGroup":
-                        self._unmade(meta.store_key(obj))  # the API server's own has come
+            try:
+                self._apply(kind, deleted, obj, items)
+            except Exception as err:  # (an object the model cannot hold: left out, the other events applied)
+                log.warning("a %s watch event is left out of the snapshot: %s", kind, err)
+
+    def _apply(self, kind: str, deleted: bool, obj: Obj | None, items: list[Obj] | None) -> None:
+        model = self.model
+        if kind == "Namespace" or kind in OWNER_KINDS:
+            self.context += 1
+        if items is not None:
+            self.relists += 1
+            if kind == "Pod":
+                self.overrides.clear()  # set again from the new objects (``_assume``)
+            elif kind == "PodGroup":
+                self.made.clear()  # made again where still missing (``_podgroups``)
+                self.made_from.clear()
+            model.resync(kind, items)
+        elif obj is not None:
+            obj.setdefault("kind", kind)
+            if deleted:
+                model.delete(kind, meta.store_key(obj))
+                if kind == "PodGroup":
+                    self._unmade(meta.store_key(obj))
+            else:
+                if kind == "PodGroup":
+                    self._unmade(meta.store_key(obj))  # the API server's own has come
+                model.upsert(obj)
 
     def _assume(self, overlay: Assumptions, now: float) -> None:
         """The assumed pods as this replica's writes left them; pods no longer assumed as the watch shows them."""

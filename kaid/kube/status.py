@@ -37,7 +37,8 @@ Obj = dict[str, Any]
 UNSCHEDULABLE_EVENT_EVERY = 300.0
 # kinds whose problems go into a Warning event (they have no status of their own): kind -> apiVersion
 _NO_STATUS = {"Topology": f"{c.TOPOLOGY_GROUP}/{c.TOPOLOGY_VERSION}", "PriorityClass": "scheduling.k8s.io/v1",
-              "Node": "v1"}  # (a Node's status is its kubelet's)
+              "Node": "v1", "Pod": "v1",  # (a Node's and a Pod's status are their kubelet's)
+              "PodGroup": f"{c.SCHEDULING_GROUP}/{c.PODGROUP_VERSION}"}  # (one left out: no job writes its status)
 
 
 def _now() -> str:
@@ -219,8 +220,8 @@ class StatusWriter:
 
     def _problems(self, d: Decisions) -> None:
         """A Warning event on each bad object that has no status of its own to say it (a Topology, a
-        PriorityClass, a Node); Queues and PodGroups say it in their status. Repeated every few minutes while it
-        lasts."""
+        PriorityClass, a Node, a Pod, a PodGroup left out as malformed); Queues and PodGroups read say it in their
+        status. Repeated every few minutes while it lasts."""
         for problem in d.problems:
             api_version = _NO_STATUS.get(problem.kind)
             if api_version is None:

@@ -50,6 +50,7 @@ from kaid.model.objects import (
     Queue,
     Reason,
     Snapshot,
+    malformed,
     own_errors,
     zero,
 )
@@ -139,11 +140,15 @@ class LiveModel:
         self.reserved: dict[str, set[str]] = {}  # a uid that may open a reservation's GPU group -> its nodes
         self.queues: dict[str, Queue] = {}
         self.queue_problems: list[ObjectProblem] = []
-        self.node_problems: dict[str, ObjectProblem] = {}  # node -> why its GPUs are not read (``read_node``)
+        self.node_problems: dict[str, ObjectProblem] = {}  # node -> why its GPUs are not read, or it is left out
+        # the objects whose reading raised (``malformed``): left out as a cold build leaves them out, until they change
+        self.pod_problems: dict[str, ObjectProblem] = {}  # pod key -> its problem
+        self.pg_problems: dict[str, ObjectProblem] = {}  # PodGroup key -> its problem (its pods read as naming none)
         self.pcs: dict[str, PriorityClass] = {}
         self.topologies: dict[str, list[str]] = {}
         self.topology_aliases: dict[str, dict[str, str]] = {}  # topology -> alias -> node label
         self.policy_problems: list[ObjectProblem] = []
+        self.budget_problems: list[ObjectProblem] = []
         self.budgets: list[Budget] = []
         self.sorted_nodes: list[str] | None = None
         self.ref: Node | None = None
@@ -175,15 +180,16 @@ class LiveModel:
 
     # ------------------------------------------------------------------------------------------------ events
     def upsert(self, obj: Obj) -> None:
-        """An object added or changed (the same dict again is a no-op)."""
+        """An object added or changed (the same dict again is a no-op). A pod or a PodGroup without a name or a
+        namespace is left out: ValueError (after the other items of a List)."""
         if self.journal is not None:
             self.take_back()
         kind = obj.get("kind")
         if kind == "List":
-            for item in obj.get("items") or []:
-                if isinstance(item, dict):
-                    self.upsert(item)
+            self._upsert_all([item for item in obj.get("items") or [] if isinstance(item, dict)])
             return
+        if kind in _JOB_KINDS and (unkeyed := _unkeyed(obj)):
+            raise ValueError(f"a {kind} object {unkeyed}: left out (the API server gives every one both)")
         key = meta.store_key(obj)
         if kind == "Pod":
             entry = self.pods.get(key)
@@ -303,8 +309,18 @@ class LiveModel:
         elif kind in _POLICY:
             self.policy[kind] = {}
             self.policy_dirty = True
+        self._upsert_all(objs)
+
+    def _upsert_all(self, objs: list[Obj]) -> None:
+        """Each object upserted; the first error raised once all are (one bad object stops no other)."""
+        first: Exception | None = None
         for o in objs:
-            self.upsert(o)
+            try:
+                self.upsert(o)
+            except Exception as err:
+                first = first or err
+        if first is not None:
+            raise first
 
     def _keys(self, kind: str) -> list[str]:
         if kind == "Pod":
@@ -380,7 +396,7 @@ class LiveModel:
                 members.discard(key)
                 if not members:
                     del self.job_pods[entry.job]
-                if not members or entry.job not in self.podgroups:  # (its first pod may be another)
+                if not members or not self._named(entry.job):  # (its first pod may be another)
                     self.job_order = None
             self.dirty_jobs.add(entry.job)
         for okey in entry.chain:
@@ -399,6 +415,11 @@ class LiveModel:
         entry.included = entry.reservation = False
         entry.tpl = None
         self.pod_view = None
+        self.pod_problems.pop(key, None)
+
+    def _named(self, job: str) -> bool:
+        """Whether a PodGroup object read as one names the job (else its first pod places it in the job order)."""
+        return job in self.podgroups and job not in self.pg_problems
 
     def _wait(self, uid: str, sign: int) -> None:
         n = self.waiting.get(uid, 0) + sign
@@ -421,10 +442,20 @@ class LiveModel:
 
     # ------------------------------------------------------------------------------------------- reading
     def _read_pod(self, key: str, entry: _PodEntry) -> None:
-        """Read (or group again) one pod; its old node and job, and its new ones, are marked."""
-        obj = entry.obj
+        """Read (or group again) one pod; its old node and job, and its new ones, are marked. A pod whose reading
+        raises is left out (it holds nothing, in no job), its problem kept until it changes, as a cold build leaves
+        it out: one bad object does not stop every snapshot."""
         self._unplace(key, entry)
         entry.placed = None
+        try:
+            self._read_pod_object(key, entry)
+        except Exception as err:
+            self._unplace(key, entry)  # (what it indexed before it raised)
+            entry.placed = None
+            self.pod_problems[key] = malformed("Pod", entry.obj, err)
+
+    def _read_pod_object(self, key: str, entry: _PodEntry) -> None:
+        obj = entry.obj
         wanted, ours = pod_role(obj, self.cfg)
         if not wanted:
             if succeeded_ours(obj, self.cfg.schedulerName):  # counted for its job, nothing more (``Job.succeeded``)
@@ -462,7 +493,7 @@ class LiveModel:
         entry.included = True
         entry.job = job = self._job_key(key, entry, obj, placed.namespace, pg_name, job_key or "")
         members = self.job_pods.get(job)
-        if members is None or job not in self.podgroups:
+        if members is None or not self._named(job):
             self.job_order = None
         self.job_pods.setdefault(job, set()).add(key)
         self.dirty_jobs.add(job)
@@ -514,7 +545,10 @@ class LiveModel:
         before = [e.tpl for e in holders]
         self.relink.update(e.job for e in holders if e.job is not None)  # their pods are made again here
         self.pod_view = None
+        was = name in self.node_tpl
         self._account(name, obj, holders)
+        if (name in self.node_tpl) != was:  # (a node read, or left out: absent, another shard's, malformed)
+            self.sorted_nodes = None
         # the parts again of the templates that differ from the last ones (made from the same reading of the pod,
         # else the pod was read again and touched then: ``_unplace``) in what accounting writes; 6,979 pods were
         # hashed again for 495 changed in the steady cycle at 4,000 nodes (issue 15)
@@ -534,7 +568,12 @@ class LiveModel:
                     node_gone(e.tpl)
             return
         bad: list[ObjectProblem] = []
-        node = read_node(obj, bad)
+        try:
+            node = read_node(obj, bad)
+        except Exception as err:  # (left out, as a cold build leaves it out: its pods are NODE_GONE)
+            self._account(name, None, holders)
+            self.node_problems[name] = malformed("Node", obj, err, namespaced=False)
+            return
         if bad:
             self.node_problems[name] = bad[0]
         else:
@@ -568,12 +607,19 @@ class LiveModel:
             self._charge(old, -1)
         self.mem_jobs.discard(key)
         pg = None if key in self.foreign_pgs else self.podgroups.get(key)
+        was_bad = self.pg_problems.pop(key, None) is not None
+        jobs: dict[str, Job] = {}
+        if pg is not None:
+            try:
+                read_podgroup(pg, jobs)
+            except Exception as err:  # (left out, as a cold build leaves it out: its pods read as naming none)
+                self.pg_problems[key] = malformed("PodGroup", pg, err)
+                jobs, pg = {}, None
+        if was_bad != (key in self.pg_problems):
+            self.job_order = None
         members = sorted((self.pods[k] for k in self.job_pods.get(key, ()) if k in self.pods), key=lambda e: e.seq)
         if pg is None and not members:
             return
-        jobs: dict[str, Job] = {}
-        if pg is not None:
-            read_podgroup(pg, jobs)
         for e in members:
             assert e.placed is not None
             job = job_for_pod(e.obj, e.placed, jobs, self.owners, self.namespaces, self.cfg, self.wait_for_owners)
@@ -629,8 +675,9 @@ class LiveModel:
             self.pcs = read_priority_classes(list(self.policy["PriorityClass"].values()), problems)
             self.topology_aliases = {}
             self.topologies = read_topologies(list(self.policy["Topology"].values()), problems, self.topology_aliases)
-            self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()), problems)
             self.policy_problems = problems
+            self.budget_problems = []
+            self.budgets = read_budgets(list(self.policy["PodDisruptionBudget"].values()), self.budget_problems)
             self.all_jobs_dirty = True
             self.policy_dirty = False
         if self.queues_dirty:
@@ -652,7 +699,7 @@ class LiveModel:
                 self._read_node(name)
             self.dirty_nodes = set()
         if self.sorted_nodes is None:
-            self.sorted_nodes = sorted(n for n in self.nodes if n not in self.foreign_nodes)
+            self.sorted_nodes = sorted(n for n in self.nodes if n in self.node_tpl)  # (those read: ``_account``)
         if self.ref_dirty:
             self.ref = reference_node([self.node_tpl[n] for n in self.sorted_nodes])
             self.ref_dirty = False
@@ -756,18 +803,29 @@ class LiveModel:
                     pod.job = job
                 jobs[key] = job
         queues = self._queues(jobs, usage)
-        problems = [*self.policy_problems, *self.queue_problems, *(p for _, p in sorted(self.node_problems.items()))]
+        problems = self._problems()
         budgets = [Budget(b.namespace, b.name, b.selector, b.disruptions_allowed) for b in self.budgets]
         return Snapshot(nodes, queues, jobs, pods, dict(self.topologies), dict(self.pcs), now, problems, budgets,
                         {n.name: n for n in nodes}, journal, self.parts.copy())
+
+    def _problems(self) -> list[ObjectProblem]:
+        """The objects' problems in a cold build's order: policy, queues, nodes by name, PodGroups, pods, budgets."""
+        out = [*self.policy_problems, *self.queue_problems, *(p for _, p in sorted(self.node_problems.items()))]
+        if self.pg_problems:
+            out += [self.pg_problems[k] for k in self.podgroups if k in self.pg_problems]
+        if self.pod_problems:
+            out += [self.pod_problems[k] for k in sorted(self.pod_problems, key=lambda k: self.pods[k].seq)]
+        return out + self.budget_problems
 
     def _job_order(self) -> list[str]:
         """The jobs' keys as a cold build orders them: the PodGroups' in their order, then the others by their first
         pod."""
         if self.job_order is None:
+            pgs_read, bad = self.podgroups, self.pg_problems  # (``_named`` inlined: one test per job)
             firsts = sorted((min(self.pods[k].seq for k in members), key) for key, members in self.job_pods.items()
-                            if key not in self.podgroups)
-            pgs = [k for k in self.podgroups if k not in self.foreign_pgs] if self.foreign_pgs else self.podgroups
+                            if key not in pgs_read or key in bad)
+            left_out = self.foreign_pgs | self.pg_problems.keys()
+            pgs = [k for k in self.podgroups if k not in left_out] if left_out else self.podgroups
             self.job_order = [*pgs, *(key for _, key in firsts)]
             self.job_view = None
         return self.job_order
@@ -794,6 +852,23 @@ class LiveModel:
             if filed:
                 q.jobs = list(filed) if self.shared else [jobs[j.key] for j in filed]
         return out
+
+
+_JOB_KINDS = ("Pod", "PodGroup")  # held by ``namespace/name`` as written, read into jobs by the namespace defaulted
+
+
+def _unkeyed(obj: Obj) -> str:
+    """What keeps a pod or a PodGroup from being held by its key (its name or its namespace missing, or not a
+    string: the key the model holds it by and the one its job is read with would differ), or "" for one that has
+    both."""
+    m = obj.get("metadata")
+    name = m.get("name") if isinstance(m, dict) else None
+    if not isinstance(name, str) or not name:
+        return "without a name"
+    assert isinstance(m, dict)
+    if not isinstance(m.get("namespace"), str) or not m["namespace"]:
+        return f"{name} without a namespace"
+    return ""
 
 
 def _job_rank(job: Job) -> tuple[int, float, str]:
