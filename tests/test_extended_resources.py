@@ -14,12 +14,13 @@ from kaid.cycle import Decisions, run_cycle
 from kaid.model.build import build_snapshot
 from kaid.model.live import LiveModel
 from kaid.model.nodes import read_node
-from kaid.model.objects import Snapshot
+from kaid.model.objects import MOST_AMOUNT, Snapshot
 from kaid.model.pods import extended, is_extended, pod_requests, read_pod
 from tests.objects import node, pod, podgroup, queue
 
 Obj = dict[str, Any]
 IB = "rdma/ib"
+STORAGE = "ephemeral-storage"
 NOW = 1_000_000.0
 
 
@@ -62,7 +63,7 @@ CFGS = [SchedulerConfig(), SchedulerConfig.model_validate({"placement": {"gangSo
 # ----------------------------------------------------------------------------------------------------- reading
 @pytest.mark.parametrize("name,extended_one", [
     (IB, True), ("nvidia.com/mig-1g.10gb", True), ("hugepages-2Mi", True), ("example.com/foo", True),
-    ("nvidia.com/gpu", False), ("cpu", False), ("memory", False), ("ephemeral-storage", False), ("pods", False),
+    ("nvidia.com/gpu", False), ("cpu", False), ("memory", False), ("ephemeral-storage", True), ("pods", False),
     ("kubernetes.io/batteries", False), ("node.kubernetes.io/x", False), ("requests.example.com/foo", False),
 ])
 def test_which_resources_are_extended(name: str, extended_one: bool) -> None:
@@ -76,6 +77,8 @@ def test_a_pods_extended_requests_sum_its_containers_and_take_the_largest_init_s
     assert extended(pod_requests(obj["spec"])) == (("hugepages-2Mi", 2**30), (IB, 5))
     read = read_pod(obj, [])
     assert read.ext == (("hugepages-2Mi", 2**30), (IB, 5)) and read.gpu_whole == 1
+    huge = _asks(pod("h", gpus=1), {IB: "1e30"})  # read within the bound: more than any node has (CP-SAT's numbers)
+    assert extended(pod_requests(huge["spec"])) == ((IB, MOST_AMOUNT + 1),)
     plain = read_pod(pod("q", gpus=1), [])
     assert plain.ext == () and plain.sig == ""
     assert read_pod(_asks(pod("r", gpus=1), {IB: "1"}, limits_only=True), []).ext == ((IB, 1),)
@@ -84,7 +87,7 @@ def test_a_pods_extended_requests_sum_its_containers_and_take_the_largest_init_s
 def test_a_nodes_extended_allocatable_is_read() -> None:
     n = _ib_node("n0", 8)
     n["status"]["allocatable"].update({"hugepages-1Gi": "4Gi", "ephemeral-storage": "100Gi"})
-    assert dict(read_node(n).ext_alloc) == {IB: 8, "hugepages-1Gi": 4 * 2**30}
+    assert dict(read_node(n).ext_alloc) == {IB: 8, "hugepages-1Gi": 4 * 2**30, STORAGE: 100 * 2**30}
     assert dict(read_node(node("n1", gpus=1)).ext_alloc) == {}
 
 
@@ -125,6 +128,41 @@ def test_a_gang_spreads_over_the_nodes_its_extended_resources_allow(cfg: Schedul
     for snap in _snapshots(fewer, cfg):
         d = run_cycle(snap, cfg)
         assert not d.binds and "default/g" in d.pending
+
+
+def _disk_node(name: str, storage: str | None) -> Obj:
+    n = node(name, gpus=8)
+    if storage is not None:
+        n["status"]["allocatable"][STORAGE] = storage
+    return n
+
+
+@pytest.mark.parametrize("cfg", CFGS)
+def test_ephemeral_storage_is_checked_where_a_node_reports_it(cfg: SchedulerConfig) -> None:
+    """A pod asking 300Gi of local disk (a model cache) goes where that much is free, what running pods hold counted:
+    a kubelet refuses it elsewhere (OutOfephemeral-storage); kai ignored it and bound such pods side by side."""
+    def asks(name: str, **kw: Any) -> Obj:
+        return _asks(pod(name, gpus=1, **kw), {STORAGE: "300Gi"})
+
+    objs = [_disk_node("small", "200Gi"), _disk_node("big", "500Gi"), queue("default-queue"),
+            asks("running", node_name="big"), asks("a"), pod("plain", gpus=1)]
+    for snap in _snapshots(objs, cfg):
+        d = run_cycle(snap, cfg)
+        assert ("plain", "small") in _binds(d) or ("plain", "big") in _binds(d)
+        assert "default/pg-pod-a" in d.pending and all(p != "a" for p, _ in _binds(d))
+        (why,) = [r.message for r in d.pending["default/pg-pod-a"]]
+        assert why.endswith("322 GB ephemeral-storage: 2 insufficient extended resource"), why
+    objs = [_disk_node("small", "200Gi"), _disk_node("big", "700Gi"), queue("default-queue"),
+            podgroup("g", "default-queue", 2), *(asks(f"g-{i}", group="g") for i in range(2))]
+    for snap in _snapshots(objs, cfg):
+        assert _binds(run_cycle(snap, cfg)) == [("g-0", "big"), ("g-1", "big")]
+
+
+def test_a_node_that_does_not_report_ephemeral_storage_takes_what_pods_ask_of_it() -> None:
+    objs = [_disk_node("kwok", None), queue("default-queue"),
+            *(_asks(pod(f"p{i}", gpus=1), {STORAGE: "10Ti"}) for i in range(3))]
+    for snap in _snapshots(objs, CFGS[0]):
+        assert [n for _, n in _binds(run_cycle(snap, CFGS[0]))] == ["kwok"] * 3
 
 
 def test_a_pod_without_them_is_placed_as_before() -> None:

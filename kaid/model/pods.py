@@ -278,6 +278,7 @@ _AMOUNTS_KEPT = 4096
 _NATIVE = frozenset({"cpu", "memory", c.GPU_RESOURCE})
 HOST_PORT = "hostPort:"  # a host port among a pod's extended resources: ``hostPort:TCP/8080`` (a colon: no resource's
 # name), of which every node has one (``placement.predicates.extended_alloc``)
+EPHEMERAL_STORAGE = "ephemeral-storage"  # checked where a node reports it (every kubelet does; kwok's nodes do not)
 
 
 def host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
@@ -296,10 +297,10 @@ def host_ports(spec: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
 
 def is_extended(name: str) -> bool:
     """Whether a resource is one kai checks as kube-scheduler checks its scalar resources (``NodeResourcesFit``):
-    extended resources (a name with a domain outside kubernetes.io: ``rdma/ib``, ``nvidia.com/mig-1g.10gb``) and
-    huge pages, but kai's own GPUs (``nvidia.com/gpu``, accounted by device). ``ephemeral-storage`` is not
-    checked (docs/compatibility.md)."""
-    if name.startswith("hugepages-"):
+    extended resources (a name with a domain outside kubernetes.io: ``rdma/ib``, ``nvidia.com/mig-1g.10gb``), huge
+    pages and ``ephemeral-storage`` (``predicates.extended_alloc``: without bound on a node that does not report it),
+    but kai's own GPUs (``nvidia.com/gpu``, accounted by device)."""
+    if name.startswith("hugepages-") or name == EPHEMERAL_STORAGE:
         return True
     domain, slash, _ = name.partition("/")
     return bool(slash) and name != c.GPU_RESOURCE and domain != "kubernetes.io" and \
@@ -308,8 +309,9 @@ def is_extended(name: str) -> bool:
 
 def extended(req: Mapping[str, Decimal]) -> tuple[tuple[str, int], ...]:
     """The extended resources of a pod's requests (``pod_requests``) that it asks some of, in name order, each in its
-    own unit (fractions round up)."""
-    return tuple(sorted((name, to_int(v)) for name, v in req.items() if is_extended(name) and v > 0))
+    own unit (fractions round up), read within ``MOST_AMOUNT`` (more than any node has: it fits nowhere)."""
+    return tuple(sorted((name, min(to_int(v), MOST_AMOUNT + 1)) for name, v in req.items()
+                        if is_extended(name) and v > 0))
 
 
 def _amounts(spec: Mapping[str, Any], pod: Pod, problems: list[Reason]) -> Amounts:

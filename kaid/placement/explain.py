@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kaid.model.objects import Pod, Reason
-from kaid.model.pods import HOST_PORT
+from kaid.model.pods import EPHEMERAL_STORAGE, HOST_PORT
 from kaid.model.vocabulary import NodeFailure, ReasonCode
 from kaid.placement.index import NodeIndex
 
@@ -48,7 +48,8 @@ def describe_request(pod: Pod) -> str:
         parts.append(f"{pod.cpu / 1000:g} cpu")
     if pod.mem:
         parts.append(f"{pod.mem / 1e9:.3g} GB memory")
-    parts += [f"host port {name.removeprefix(HOST_PORT)}" if name.startswith(HOST_PORT) else f"{amount} {name}"
+    parts += [f"host port {name.removeprefix(HOST_PORT)}" if name.startswith(HOST_PORT) else
+              f"{amount / 1e9:.3g} GB {name}" if name == EPHEMERAL_STORAGE else f"{amount} {name}"
               for name, amount in pod.ext]
     return ", ".join(parts) or "no resources"
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kaid.model.nodes import short
-from kaid.model.objects import Node, Pod
-from kaid.model.pods import HOST_PORT
+from kaid.model.objects import MOST_AMOUNT, Node, Pod
+from kaid.model.pods import EPHEMERAL_STORAGE, HOST_PORT
 from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
 
@@ -50,8 +50,13 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
 
 
 def extended_alloc(node: Node, name: str) -> int:
-    """What the node has of an extended resource in all: one of each host port (``pods.HOST_PORT``)."""
-    return node.ext_alloc.get(name, 1 if name.startswith(HOST_PORT) else 0)
+    """What the node has of an extended resource in all: one of each host port (``pods.HOST_PORT``); ephemeral
+    storage without bound where the node does not report it (a kubelet always does; kwok's and hand-written nodes
+    often do not, and kube-scheduler would place nothing that asks for it there)."""
+    have = node.ext_alloc.get(name)
+    if have is not None:
+        return have
+    return 1 if name.startswith(HOST_PORT) else MOST_AMOUNT if name == EPHEMERAL_STORAGE else 0
 
 
 def extended_free(node: Node, name: str) -> int:
