@@ -189,7 +189,22 @@ def _pod(rng: random.Random, i: int) -> Obj:
     side = random.Random(hash(rng.getstate()))  # (a stream of its own: the main one draws what it drew before)
     if side.random() < 0.1:
         anns[c.STALENESS_GRACE_ANNOTATION] = side.choice(("90s", "-1s", "never"))
+    if side.random() < 0.3:  # a claim that a PersistentVolume may be bound to (``_volume``)
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": f"claim-{side.randint(0, 5)}"}}]
     return {"kind": "Pod", "metadata": m, "spec": spec, "status": status}
+
+
+def _volume(rng: random.Random, i: int) -> Obj:
+    """A PersistentVolume for claim-i of a namespace: bound or not, reachable from a rack, a node, or anywhere."""
+    terms = rng.choice((
+        [{"matchExpressions": [{"key": "rack", "operator": "In", "values": [f"r{rng.randint(0, 1)}"]}]}],
+        [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"node-{rng.randint(0, 6)}"]}]}],
+        None))
+    spec: Obj = {"claimRef": {"namespace": rng.choice(NS), "name": f"claim-{i}"}}
+    if terms is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    return {"kind": "PersistentVolume", "metadata": {"name": f"pv-{i}"}, "spec": spec,
+            "status": {"phase": rng.choice(("Bound", "Bound", "Available", "Released"))}}
 
 
 def _policy(rng: random.Random, kind: str, i: int) -> Obj:
@@ -206,10 +221,11 @@ def _policy(rng: random.Random, kind: str, i: int) -> Obj:
             "spec": {"selector": {"matchLabels": {"app": "x"}}}, "status": {"disruptionsAllowed": rng.randint(0, 2)}}
 
 
-_MAKERS = {"Pod": (_pod, 40), "Node": (_node, 7), "Queue": (_queue, 5), "PodGroup": (_podgroup, 7)}
+_MAKERS = {"Pod": (_pod, 40), "Node": (_node, 7), "Queue": (_queue, 5), "PodGroup": (_podgroup, 7),
+           "PersistentVolume": (_volume, 6)}
 _WEIGHTS = {"Pod": 12, "Node": 3, "Queue": 1, "PodGroup": 2, "ReplicaSet": 1, "Job": 0.7, "Deployment": 0.5,
             "PriorityClass": 0.4,
-            "Topology": 0.4, "Namespace": 0.5, "PodDisruptionBudget": 0.3}
+            "Topology": 0.4, "Namespace": 0.5, "PodDisruptionBudget": 0.3, "PersistentVolume": 0.8}
 
 
 class Cache:

@@ -4,7 +4,10 @@ that its volume is provisioned there; kaid bound such pods without it, and they 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+import pytest
 
 from kaid.api.config import SchedulerConfig
 from kaid.cycle import Bind, run_cycle
@@ -13,6 +16,7 @@ from kaid.kube.client import ApiError
 from kaid.kube.strip import slim_pod
 from kaid.kube.volumes import SELECTED_NODE, Claims, claim_path
 from kaid.model.build import build_snapshot
+from kaid.model.live import LiveModel
 from kaid.model.pods import claims
 from tests.objects import node, pod, queue
 
@@ -122,3 +126,97 @@ def test_a_pod_with_a_claim_waiting_for_its_first_consumer_is_bound_after_the_cl
         actuator.close()
     assert api.patches == [(claim_path("ns", "data"), {"metadata": {"annotations": {SELECTED_NODE: "n0"}}})]
     assert api.created == ["/api/v1/namespaces/ns/pods/p/binding"]
+
+
+# ------------------------------------------------------------------------------ a bound volume's node affinity
+def _volume(name: str, claim: str, terms: list[Obj] | None, phase: str = "Bound") -> Obj:
+    spec: Obj = {"claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": claim, "uid": "u"},
+                 "storageClassName": "local", "capacity": {"storage": "100Gi"}}
+    if terms is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec,
+            "status": {"phase": phase}}
+
+
+def _on(node_name: str) -> list[Obj]:
+    return [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]
+
+
+def _host(name: str, gpus: int = 8) -> Obj:
+    n = node(name, gpus=gpus)
+    n["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    return n
+
+
+def _snapshots(objs: list[Obj]) -> list[Any]:
+    """The cold build's snapshot and the daemon's live model's, of the same objects."""
+    model = LiveModel(CFG)
+    for obj in copy.deepcopy(objs):
+        model.upsert(obj)
+    return [build_snapshot(objs, CFG, 0.0), model.snapshot(0.0)]
+
+
+CFG = SchedulerConfig()
+
+
+def test_a_pod_goes_where_the_volume_bound_to_its_claim_is() -> None:
+    """A StatefulSet's pod whose local volume is on n1: kai's bin packing would put it on n0, the fuller node, where
+    it could not attach its volume (kube-scheduler's VolumeBinding filter: volume node affinity conflict)."""
+    objs = [_host("n0"), _host("n1"), queue("default-queue"), pod("busy", gpus=6, node_name="n0"),
+            _claiming("db-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]),
+            _claiming("free", []), _volume("pv-1", "data-db-0", _on("n1"))]
+    for snap in _snapshots(objs):
+        binds = {b.pod: b.node for b in run_cycle(snap, CFG).binds}
+        assert binds == {"default/db-0": "n1", "default/free": "n0"}, binds
+
+
+def test_a_pod_whose_volume_node_is_full_waits_and_says_why() -> None:
+    objs = [_host("n0"), _host("n1", gpus=1), queue("default-queue"), pod("busy", gpus=1, node_name="n1"),
+            _claiming("db-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]),
+            _volume("pv-1", "data-db-0", _on("n1"))]
+    for snap in _snapshots(objs):
+        d = run_cycle(snap, CFG)
+        assert not d.binds
+        (why,) = [r.message for r in d.pending["default/pg-pod-db-0"]]
+        assert why.startswith("0/2 nodes can take a pod of 1 GPU") and "1 volume node affinity conflict" in why and \
+            "1 insufficient GPU" in why, why
+
+
+@pytest.mark.parametrize("volume", [
+    _volume("pv-1", "data-db-0", _on("n1"), phase="Released"),  # its claim gone: bound to nothing
+    _volume("pv-1", "data-db-0", None),  # reachable from every node (a network file system)
+    _volume("pv-1", "other", _on("n1")),  # another claim's
+])
+def test_a_volume_that_is_not_bound_to_the_claim_or_has_no_node_affinity_constrains_nothing(volume: Obj) -> None:
+    objs = [_host("n0"), _host("n1"), queue("default-queue"), pod("busy", gpus=6, node_name="n0"),
+            _claiming("db-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]), volume]
+    for snap in _snapshots(objs):
+        assert {b.pod: b.node for b in run_cycle(snap, CFG).binds} == {"default/db-0": "n0"}
+
+
+def test_the_daemons_model_reads_the_pod_again_when_its_volume_changes() -> None:
+    model = LiveModel(CFG)
+    for obj in [_host("n0"), _host("n1"), _host("n2"), queue("default-queue"), pod("busy", gpus=6, node_name="n0"),
+                _claiming("db-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}])]:
+        model.upsert(obj)
+
+    def placed() -> str:
+        (bind,) = run_cycle(model.snapshot(0.0), CFG).binds
+        return bind.node
+
+    assert placed() == "n0"
+    model.upsert(_volume("pv-1", "data-db-0", _on("n2")))  # bound after the pod was read
+    assert placed() == "n2"
+    model.upsert(_volume("pv-1", "data-db-0", _on("n1")))
+    assert placed() == "n1"
+    model.delete("PersistentVolume", "/pv-1")
+    assert placed() == "n0"
+
+
+def test_a_snapshot_file_keeps_what_a_volume_says_of_its_claim_and_nodes() -> None:
+    from kaid.kube.strip import strip
+
+    kept = strip({**_volume("pv-1", "data-db-0", _on("n1")), "metadata": {"name": "pv-1", "managedFields": [{}]}})
+    assert kept is not None and kept["spec"]["claimRef"] == {"namespace": "default", "name": "data-db-0"}
+    assert kept["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == _on("n1")
+    assert kept["status"] == {"phase": "Bound"} and "managedFields" not in kept["metadata"]

@@ -54,6 +54,7 @@ API_RESOURCES: tuple[ApiResource, ...] = (
     ApiResource("Namespace", "/api/v1/namespaces"),
     ApiResource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
     ApiResource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
+    ApiResource("PersistentVolume", "/api/v1/persistentvolumes"),
     ApiResource("Queue", "/apis/scheduling.run.ai/v2/queues"),
     ApiResource("PodGroup", "/apis/scheduling.run.ai/v2alpha2/podgroups"),
     ApiResource("Topology", "/apis/kai.scheduler/v1alpha1/topologies", optional=True),

@@ -89,6 +89,12 @@ def strip(obj: Obj) -> Obj | None:
         base["spec"] = {k: spec[k] for k in ("selector", "minAvailable", "maxUnavailable") if k in spec}
         base["status"] = {k: status[k] for k in ("disruptionsAllowed", "currentHealthy", "desiredHealthy")
                           if k in status}
+    elif kind == "PersistentVolume":  # where a pod whose claim it is bound to can run (``kaid.model.volumes``)
+        base["spec"] = {k: spec[k] for k in ("nodeAffinity", "storageClassName") if k in spec}
+        ref = spec.get("claimRef")
+        if isinstance(ref, dict):
+            base["spec"]["claimRef"] = {k: ref[k] for k in ("namespace", "name") if k in ref}
+        base["status"] = {k: status[k] for k in ("phase",) if k in status}
     elif kind == "Namespace":
         pass
     else:  # workload owners: only what minMember is computed from

@@ -37,6 +37,7 @@ from kaid.model.pods import (
     PodReader,
     annotation_text,
     annotation_value,
+    claims,
     is_reservation_pod,
     opened_by,
     read_parts,
@@ -45,6 +46,7 @@ from kaid.model.pods import (
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
+from kaid.model.volumes import bind_to_volumes, bound_volumes
 
 Obj = dict[str, Any]
 # a pod that holds resources on a node, with the order it is accounted in: those that recorded their GPUs
@@ -64,11 +66,13 @@ class Inputs:
     topologies: list[Obj] = field(default_factory=list)
     namespaces: dict[str, Obj] = field(default_factory=dict)
     pdbs: list[Obj] = field(default_factory=list)
+    volumes: list[Obj] = field(default_factory=list)  # PersistentVolumes
     owners: OwnerIndex = field(default_factory=dict)
 
 
 _LISTS = {"Node": "nodes", "Pod": "pods", "Queue": "queues", "PodGroup": "podgroups",
-          "PriorityClass": "priority_classes", "Topology": "topologies", "PodDisruptionBudget": "pdbs"}
+          "PriorityClass": "priority_classes", "Topology": "topologies", "PodDisruptionBudget": "pdbs",
+          "PersistentVolume": "volumes"}
 READ_KINDS: frozenset[str] = frozenset({*_LISTS, "Namespace", *OWNER_KINDS})  # the kinds a snapshot reads
 
 
@@ -224,6 +228,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     pg_key, stale_key = c.POD_GROUP_ANNOTATION, c.STALE_SINCE_ANNOTATION
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
+    bound = bound_volumes(inp.volumes) if inp.volumes else None  # (claim -> its volume's node affinity)
     # (a pod that names a PodGroup is in the partition unless another shard's PodGroup has that name)
     check, foreign = bool(part.key or pgs[0]), pgs[0]  # (without a partition: PodGroups left alone, ``takes_podgroup``)
     for obj in inp.pods:
@@ -246,6 +251,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 anns = _NO_ANNOTATIONS
             pod_problems: list[Reason] = []
             pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
+            if bound and spec.get("volumes"):
+                bind_to_volumes(pod, claims(obj), bound)
         except Exception as err:  # (a malformed object: left out, ``malformed``)
             problems.append(malformed("Pod", obj, err))
             continue

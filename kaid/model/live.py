@@ -55,10 +55,11 @@ from kaid.model.objects import (
     zero,
 )
 from kaid.model.partition import Partition, workload_owner
-from kaid.model.pods import is_reservation_pod, read_pod
+from kaid.model.pods import claims, is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, GPU, PodStatus
+from kaid.model.volumes import Terms, bind_to_volumes, bound_claim
 
 Obj = dict[str, Any]
 _R = (0, 1, 2)  # GPU, CPU, MEM as plain indices (an IntEnum index costs a call each time)
@@ -69,8 +70,8 @@ _POLICY = {"PriorityClass", "Topology", "PodDisruptionBudget"}
 class _PodEntry:
     """One pod object and what the model read from it."""
 
-    __slots__ = ("chain", "done", "foreign", "group", "included", "job", "node", "obj", "placed", "problems",
-                 "rank", "reservation", "seq", "tpl", "waiting")
+    __slots__ = ("chain", "claims", "done", "foreign", "group", "included", "job", "node", "obj", "placed",
+                 "problems", "rank", "reservation", "seq", "tpl", "waiting")
 
     def __init__(self, obj: Obj, seq: int) -> None:
         self.obj = obj
@@ -88,6 +89,7 @@ class _PodEntry:
         self.waiting = ""  # its uid, while it is a pending shared-GPU pod (reservations wait for it)
         self.done: str | None = None  # the job of one of this scheduler's pods that has succeeded (``job_done``)
         self.foreign: str | None = None  # the PodGroup it names, while that is another shard's (``foreign_pods``)
+        self.claims: tuple[str, ...] = ()  # the keys of the claims its volumes use (``claim_pods``)
 
 
 class _JobEntry:
@@ -124,6 +126,10 @@ class LiveModel:
         self.policy: dict[str, dict[str, Obj]] = {k: {} for k in _POLICY}
         self.namespaces: dict[str, Obj] = {}
         self.owners: OwnerIndex = {}
+        self.volumes: dict[str, Obj] = {}  # PersistentVolumes by name
+        self.bound: dict[str, Terms] = {}  # claim key -> the node affinity of the volume bound to it (``bound_claim``)
+        self.volume_claims: dict[str, str] = {}  # volume name -> the claim it is bound to, in ``bound``
+        self.claim_pods: dict[str, set[str]] = {}  # claim key -> the pods whose volumes use it
         # the objects held that are another shard's (``kaid.model.partition``): as if absent, but kept in their place
         self.foreign_nodes: set[str] = set()
         self.foreign_pgs: set[str] = set()
@@ -227,6 +233,11 @@ class LiveModel:
         elif kind == "Queue":
             self.queue_objs[key] = obj
             self.queues_dirty = True
+        elif kind == "PersistentVolume":
+            name = meta.name(obj)
+            if self.volumes.get(name) is not obj:
+                self.volumes[name] = obj
+                self._volume_changed(name, obj)
         elif kind in _POLICY:
             self.policy[str(kind)][key] = obj
             self.policy_dirty = True
@@ -267,6 +278,10 @@ class LiveModel:
         elif kind == "Queue":
             if self.queue_objs.pop(key, None) is not None:
                 self.queues_dirty = True
+        elif kind == "PersistentVolume":
+            name = key.rpartition("/")[2]
+            if self.volumes.pop(name, None) is not None:
+                self._volume_changed(name, None)
         elif kind in _POLICY:
             if self.policy[kind].pop(key, None) is not None:
                 self.policy_dirty = True
@@ -331,6 +346,8 @@ class LiveModel:
             return list(self.podgroups)
         if kind == "Queue":
             return list(self.queue_objs)
+        if kind == "PersistentVolume":
+            return [f"/{n}" for n in self.volumes]
         if kind in _POLICY:
             return list(self.policy[kind])
         if kind == "Namespace":
@@ -348,7 +365,7 @@ class LiveModel:
         out: list[Obj] = [e.obj for e in self.pods.values()]
         out += sorted(self.nodes.values(), key=lambda o: self.node_seq[meta.name(o)])
         out += [*self.podgroups.values(), *self.queue_objs.values(), *self.namespaces.values(),
-                *self.owners.values()]
+                *self.owners.values(), *self.volumes.values()]
         for objs in self.policy.values():
             out += objs.values()
         return out
@@ -374,6 +391,20 @@ class LiveModel:
         self.foreign_pgs ^= {key}
         self.dirty_pods |= self.job_pods.get(key, set()) | self.foreign_pods.get(key, set())
         self.job_order = None
+
+    def _volume_changed(self, name: str, obj: Obj | None) -> None:
+        """A PersistentVolume added, changed or gone (None): the pods of the claim it was bound to, and of the one it
+        is bound to now, are read again (``kaid.model.volumes``)."""
+        was = self.volume_claims.pop(name, None)
+        if was is not None:
+            self.bound.pop(was, None)
+            self.dirty_pods |= self.claim_pods.get(was, set())
+        found = bound_claim(obj) if obj is not None else None
+        if found is not None:
+            claim, terms = found
+            self.volume_claims[name] = claim
+            self.bound[claim] = terms
+            self.dirty_pods |= self.claim_pods.get(claim, set())
 
     def _owner_changed(self, okey: tuple[str, str, str]) -> None:
         self.dirty_pods |= self.owner_pods.get(okey, set())  # grouped again: their job may be another
@@ -401,6 +432,9 @@ class LiveModel:
             self.dirty_jobs.add(entry.job)
         for okey in entry.chain:
             _drop(self.owner_pods, okey, key)
+        for claim in entry.claims:
+            _drop(self.claim_pods, claim, key)
+        entry.claims = ()
         if entry.foreign is not None:
             _drop(self.foreign_pods, entry.foreign, key)
         if entry.waiting:
@@ -465,6 +499,13 @@ class LiveModel:
             return
         entry.problems = []
         placed = read_pod(obj, entry.problems)
+        names = claims(obj) if (obj.get("spec") or _NO_SPEC).get("volumes") else ()  # (most pods: none)
+        if names:  # (indexed, so that a volume bound to one of them reads the pod again)
+            entry.claims = tuple(f"{placed.namespace}/{n}" for n in names)
+            for claim in entry.claims:
+                self.claim_pods.setdefault(claim, set()).add(key)
+            if self.bound:
+                bind_to_volumes(placed, names, self.bound)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)
         job_key: str | None = ""  # (its job's key, where the partition's check has found it)
@@ -854,6 +895,7 @@ class LiveModel:
         return out
 
 
+_NO_SPEC: Obj = {}
 _JOB_KINDS = ("Pod", "PodGroup")  # held by ``namespace/name`` as written, read into jobs by the namespace defaulted
 
 

@@ -133,7 +133,7 @@ class Pod:
         "affinity", "anti", "cpu", "created", "deleted", "devices", "ext", "frac_devices", "gpu_frac", "gpu_group",
         "gpu_mem_mib", "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector",
         "phase", "pipeline_action", "pod_affinity", "raw", "releasing", "sig", "started", "status", "tolerations",
-        "uid",
+        "uid", "volume_terms",
     )
 
     def __init__(self, namespace: str, name: str, uid: str) -> None:
@@ -162,6 +162,9 @@ class Pod:
         # required inter-pod affinity and anti-affinity terms (``kaid.model.podterms``)
         self.pod_affinity: tuple[PodTerm, ...] = ()
         self.anti: tuple[PodTerm, ...] = ()
+        # the node affinity of each volume bound to one of its claims (``kaid.model.volumes``): the node must match
+        # one term of each (part of ``sig``)
+        self.volume_terms: tuple[Sequence[list[dict[str, Any]]], ...] = ()
         self.labels: dict[str, str] = {}
         self.created = 0.0
         self.started = 0.0
@@ -193,7 +196,7 @@ class Pod:
         new.node, new.node_selector, new.phase = self.node, self.node_selector, self.phase
         new.pipeline_action, new.raw, new.releasing = self.pipeline_action, self.raw, self.releasing
         new.sig, new.started, new.status = self.sig, self.started, self.status
-        new.tolerations, new.uid = self.tolerations, self.uid
+        new.tolerations, new.uid, new.volume_terms = self.tolerations, self.uid, self.volume_terms
         return new
 
     @property

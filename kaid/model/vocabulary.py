@@ -146,6 +146,7 @@ class NodeFailure(StrEnum):
     NODE_SELECTOR = "NodeSelector"
     AFFINITY = "Affinity"
     TAINT = "Taint"
+    VOLUME_NODE_AFFINITY = "VolumeNodeAffinity"  # a volume bound to one of its claims cannot be reached from the node
     TOO_MANY_PODS = "TooManyPods"
     INSUFFICIENT_CPU = "InsufficientCPU"
     INSUFFICIENT_MEMORY = "InsufficientMemory"
@@ -169,6 +170,7 @@ _FAILURE_WORDS: Final = {
     NodeFailure.NODE_SELECTOR: "node selector mismatch",
     NodeFailure.AFFINITY: "node affinity mismatch",
     NodeFailure.TAINT: "untolerated taint",
+    NodeFailure.VOLUME_NODE_AFFINITY: "volume node affinity conflict",
     NodeFailure.TOO_MANY_PODS: "too many pods",
     NodeFailure.INSUFFICIENT_CPU: "insufficient cpu",
     NodeFailure.INSUFFICIENT_MEMORY: "insufficient memory",

@@ -44,6 +44,9 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
             return NodeFailure.TAINT
+    for terms in pod.volume_terms:
+        if not any(all(matches_expression(e, node.labels, node.name) for e in term) for term in terms):
+            return NodeFailure.VOLUME_NODE_AFFINITY
     if pod.ext and any(extended_alloc(node, name) < amount for name, amount in pod.ext):
         return NodeFailure.INSUFFICIENT_EXTENDED  # (all of it would not do)
     return None

@@ -46,3 +46,40 @@ def test_a_pods_claims_that_wait_for_their_first_consumer_are_told_its_node(
             assert (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE) == node, pvc["metadata"]
     finally:
         cp.request("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{klass}")
+
+
+def test_a_pod_goes_where_the_volume_bound_to_its_claim_is(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """A local volume on node B, bound to the pod's claim by the API server's volume controller: kaid's bin packing
+    puts a one-GPU pod on node A (three of its four GPUs busy), where the volume cannot be attached; it goes to B."""
+    cp = control_plane
+    pool, (fuller, emptier) = make_pool(2, gpus=4)
+    (q,) = make_queues(queue(f"pv-{suffix()}", 0))
+    busy = pod("busy", pool, q, 3)
+    busy["spec"]["nodeName"] = fuller
+    create_object(cp, namespace, busy)
+    pv = f"local-{suffix()}"
+    cp.create("/api/v1/persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk0"},
+                 "claimRef": {"namespace": namespace, "name": "data"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [emptier]}]}]}}}})
+    try:
+        cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"storageClassName": "", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+        wait_for(lambda: (get_or_none(cp, f"/api/v1/persistentvolumes/{pv}") or {}).get("status", {}).get("phase")
+                 == "Bound", 60, "the volume to be bound to the claim")
+        db = pod("db", pool, q, 1)
+        db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        create_object(cp, namespace, db)
+        start_kaid("pv")
+        placed = wait_for(lambda: [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"], 60,
+                          "the pod with the bound claim to be bound")
+        assert placed[0]["spec"]["nodeName"] == emptier, (placed[0]["spec"]["nodeName"], fuller, emptier)
+    finally:
+        cp.request("DELETE", f"/api/v1/persistentvolumes/{pv}")
