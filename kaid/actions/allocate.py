@@ -340,8 +340,8 @@ def _explain(job: Job, batch: list[Pod], placeable: int, index: NodeIndex, topo_
             f"{job.topology}, as required", {"topology": job.topology, "requiredLevel": job.required_level}))
     if len(batch) > 1 and placeable < len(batch) and gang.linked(batch, index) and _fits_unlinked(batch, index):
         out.append(Reason(
-            ReasonCode.POD_AFFINITY, f"the gang's pods fit on resources, but their required pod affinity or "
-            f"anti-affinity lets only {placeable} of the {len(batch)} be placed at once",
+            ReasonCode.POD_AFFINITY, f"the gang's pods fit on resources, but their required pod affinity, "
+            f"anti-affinity or topology spread lets only {placeable} of the {len(batch)} be placed at once",
             {"needed": len(batch), "placeable": placeable}))
     frag = fragmentation(batch, index)
     if frag is not None:

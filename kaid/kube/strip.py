@@ -58,6 +58,8 @@ def _pod_spec(spec: Obj) -> Obj:
     kept = {k: affinity[k] for k in ("nodeAffinity", "podAffinity", "podAntiAffinity") if affinity.get(k)}
     if kept:
         out["affinity"] = kept
+    if spec.get("topologySpreadConstraints"):
+        out["topologySpreadConstraints"] = spec["topologySpreadConstraints"]
     return out
 
 

@@ -21,7 +21,7 @@ from kaid.model.vocabulary import RESOURCES as RESOURCES
 if TYPE_CHECKING:
     from kaid.model.fingerprint import ObjectParts
     from kaid.model.journal import Journal
-    from kaid.model.podterms import PodTerm
+    from kaid.model.podterms import PodTerm, Spread
 
 UNLIMITED = -1
 
@@ -132,8 +132,8 @@ class Pod:
     __slots__ = (
         "affinity", "anti", "cpu", "created", "deleted", "devices", "ext", "frac_devices", "gpu_frac", "gpu_group",
         "gpu_mem_mib", "gpu_whole", "job", "key", "labels", "mem", "name", "namespace", "node", "node_selector",
-        "phase", "pipeline_action", "pod_affinity", "raw", "releasing", "sig", "started", "status", "tolerations",
-        "uid", "volume_terms",
+        "phase", "pipeline_action", "pod_affinity", "raw", "releasing", "sig", "spread", "started", "status",
+        "tolerations", "uid", "volume_terms",
     )
 
     def __init__(self, namespace: str, name: str, uid: str) -> None:
@@ -162,6 +162,7 @@ class Pod:
         # required inter-pod affinity and anti-affinity terms (``kaid.model.podterms``)
         self.pod_affinity: tuple[PodTerm, ...] = ()
         self.anti: tuple[PodTerm, ...] = ()
+        self.spread: tuple[Spread, ...] = ()  # topology spread constraints that must hold (``kaid.model.podterms``)
         # the node affinity of each volume bound to one of its claims (``kaid.model.volumes``): the node must match
         # one term of each (part of ``sig``)
         self.volume_terms: tuple[Sequence[list[dict[str, Any]]], ...] = ()
@@ -197,6 +198,7 @@ class Pod:
         new.pipeline_action, new.raw, new.releasing = self.pipeline_action, self.raw, self.releasing
         new.sig, new.started, new.status = self.sig, self.started, self.status
         new.tolerations, new.uid, new.volume_terms = self.tolerations, self.uid, self.volume_terms
+        new.spread = self.spread
         return new
 
     @property

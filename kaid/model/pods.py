@@ -12,7 +12,7 @@ from kaid.api import meta
 from kaid.api.config import GpuSharingConfig
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
 from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Node, Pod, Reason
-from kaid.model.podterms import required_pod_terms
+from kaid.model.podterms import required_pod_terms, spread_constraints
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -165,7 +165,8 @@ def read_parts(obj: Obj, m: Obj, spec: Obj, status: Obj, ann: Obj, problems: lis
                 if len(_SHARES) >= _SHARES_KEPT:
                     _SHARES.clear()
                 _SHARES[key] = (pod.gpu_frac, pod.gpu_mem_mib, pod.frac_devices)
-    if spec.get("nodeSelector") or spec.get("affinity") or spec.get("tolerations") or pod.ext:
+    if spec.get("nodeSelector") or spec.get("affinity") or spec.get("tolerations") or pod.ext or \
+            spec.get("topologySpreadConstraints"):
         _read_constraints(pod, spec)
     devs = _text(ann, c.GPU_DEVICES_ANNOTATION)
     if devs:
@@ -259,9 +260,13 @@ def _read_constraints(pod: Pod, spec: Mapping[str, Any]) -> None:
     tolerations = spec.get("tolerations")
     if tolerations:
         pod.tolerations = [t for t in tolerations if isinstance(t, dict)]
-    if pod.pod_affinity or pod.anti:  # (which nodes take it depends on the pods placed: a signature of its own)
+    if spec.get("topologySpreadConstraints"):
+        pod.spread = spread_constraints(spec, pod.labels, pod.namespace)
+    if pod.pod_affinity or pod.anti or pod.spread:  # (which nodes take it depends on the pods placed: a signature
+        # of its own)
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations,
-                        [t.ident for t in pod.pod_affinity], [t.ident for t in pod.anti]))
+                        [t.ident for t in pod.pod_affinity], [t.ident for t in pod.anti],
+                        [c.ident for c in pod.spread]))
     elif pod.node_selector or pod.affinity or pod.tolerations:
         pod.sig = repr((sorted(pod.node_selector.items()), pod.affinity, pod.tolerations))
     if pod.ext:  # (which nodes can take it depends on their extended resources, and what room each has on them)

@@ -69,3 +69,45 @@ def required_pod_terms(affinity: Mapping[str, Any], kind: str, namespace: str) -
         selector = term.get("labelSelector")
         out.append(PodTerm(str(term["topologyKey"]), namespaces, selector if isinstance(selector, Mapping) else None))
     return tuple(out)
+
+
+class Spread:
+    """One topology spread constraint that must hold (``whenUnsatisfiable: DoNotSchedule``; kube-scheduler's
+    PodTopologySpread filter, which KAI's predicate plugin wraps): in the node's domain of ``term.key``, the pods the
+    term selects (in the pod's namespace), the pod itself included where it matches, may exceed those of the least
+    crowded domain by at most ``max_skew``; fewer domains than ``min_domains`` count the least as 0. A
+    ``ScheduleAnyway`` constraint is a preference: not read."""
+
+    __slots__ = ("ident", "max_skew", "min_domains", "term")
+
+    def __init__(self, term: PodTerm, max_skew: int, min_domains: int) -> None:
+        self.term = term
+        self.max_skew = max_skew
+        self.min_domains = min_domains
+        self.ident = repr(("spread", term.ident, max_skew, min_domains))
+
+    def __repr__(self) -> str:
+        return f"Spread{self.ident}"
+
+
+def spread_constraints(spec: Mapping[str, Any], labels: Mapping[str, str], namespace: str) -> tuple[Spread, ...]:
+    """The ``DoNotSchedule`` constraints of a pod spec's ``topologySpreadConstraints`` (``matchLabelKeys``: the pod's
+    own values of those labels added to the selector). One without a topology key or a positive ``maxSkew`` is not
+    valid in the API: skipped."""
+    out: list[Spread] = []
+    for c in spec.get("topologySpreadConstraints") or ():
+        if not isinstance(c, Mapping) or c.get("whenUnsatisfiable") != "DoNotSchedule" or not c.get("topologyKey"):
+            continue
+        skew, least = c.get("maxSkew"), c.get("minDomains")
+        if type(skew) is not int or skew < 1:
+            continue
+        selector = c.get("labelSelector")
+        selector = dict(selector) if isinstance(selector, Mapping) else None
+        keys = c.get("matchLabelKeys")
+        if selector is not None and isinstance(keys, list):
+            extra = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys if k in labels]
+            if extra:
+                selector["matchExpressions"] = [*(selector.get("matchExpressions") or ()), *extra]
+        term = PodTerm(str(c["topologyKey"]), frozenset((namespace,)), selector)
+        out.append(Spread(term, skew, least if type(least) is int and least > 1 else 1))
+    return tuple(out)

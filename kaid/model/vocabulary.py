@@ -157,6 +157,7 @@ class NodeFailure(StrEnum):
     INSUFFICIENT_GPU_SHARE = "InsufficientGPUShare"
     POD_AFFINITY = "PodAffinity"  # inter-pod affinity: no pod it must be with in the node's domain
     POD_ANTI_AFFINITY = "PodAntiAffinity"  # a pod it must not be with (or that must not be with it) in the domain
+    POD_TOPOLOGY_SPREAD = "PodTopologySpread"  # the node's domain holds too many of the pods it spreads with
 
     @property
     def words(self) -> str:
@@ -181,6 +182,7 @@ _FAILURE_WORDS: Final = {
     NodeFailure.INSUFFICIENT_GPU_SHARE: "no GPU with enough free share",
     NodeFailure.POD_AFFINITY: "pod affinity not met",
     NodeFailure.POD_ANTI_AFFINITY: "pod anti-affinity conflict",
+    NodeFailure.POD_TOPOLOGY_SPREAD: "pod topology spread: max skew reached",
 }
 
 

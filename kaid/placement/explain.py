@@ -19,12 +19,12 @@ def fit_summary(pod: Pod, index: NodeIndex) -> Reason:
     for why, count in misfits.counts.items():
         first, before = found.get(why) or (misfits.first(why), 0)
         found[why] = (first, before + count)
-    if index.pod_affinity is not None:  # of the nodes with room for it, those inter-pod affinity keeps it from
+    if index.pod_affinity is not None:  # of the nodes with room for it, those inter-pod affinity or spread keep it from
         fits = bytearray(misfits.mask)
         for i, lacks in enumerate(misfits.why):
             if lacks is not None:
                 fits[i] = 0
-        found.update(index.pod_affinity.failures(pod, fits))
+        found.update(index.pod_affinity.failures(pod, fits, misfits.mask))
     # in the order each failure first occurs over the nodes, as one pass over them would count them
     counts: Counter[NodeFailure] = Counter({why: found[why][1] for why in sorted(found, key=lambda w: found[w][0])})
     total = len(index.nodes)

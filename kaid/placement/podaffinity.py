@@ -8,7 +8,12 @@ pods where they are. A node takes a pod when:
   of them is in the node's domain of it (none anywhere, and the pod matches its own terms: any node with the labels,
   so that the first pod of a set that wants to be together can start);
 - no placed pod that matches one of its anti-affinity terms is in the node's domain of that term;
-- no placed pod has an anti-affinity term that matches the pod, in a domain the node is in.
+- no placed pod has an anti-affinity term that matches the pod, in a domain the node is in;
+- for each of the pod's topology spread constraints that must hold (kube-scheduler's PodTopologySpread filter), the
+  node has the constraint's topology label, and the placed pods it selects in the node's domain, with the pod where it
+  matches, exceed those of the least crowded domain by at most the constraint's ``maxSkew``. The domains are those of
+  the nodes the pod's signature may go to (its node selector, node affinity, taints; ``NodeIndex.static_mask``), the
+  pods counted those on any node.
 
 The pods counted are this scheduler's (the snapshot's pods): pods of other schedulers are accounted on their nodes
 by their resources only (docs/compatibility.md)."""
@@ -53,10 +58,10 @@ def _step(counts: dict[str, int], value: str, step: int) -> None:
 
 
 def has_terms(pods: Sequence[Pod]) -> bool:
-    """Whether some pod has a required pod affinity or anti-affinity term. Asked of every snapshot's pods once a
-    cycle: only the pods with a signature are looked at (a pod with a term has one; most pods have none), found at C
-    speed (17,400 pods without one: 0.5 ms, where looking at each was 0.8 ms)."""
-    return any(p.pod_affinity or p.anti for p in compress(pods, map(_SIG, pods)))
+    """Whether some pod has a required pod affinity or anti-affinity term or a topology spread constraint. Asked of
+    every snapshot's pods once a cycle: only the pods with a signature are looked at (a pod with a term has one; most
+    pods have none), found at C speed (17,400 pods without one: 0.5 ms, where looking at each was 0.8 ms)."""
+    return any(p.pod_affinity or p.anti or p.spread for p in compress(pods, map(_SIG, pods)))
 
 
 _SIG = attrgetter("sig")
@@ -98,7 +103,8 @@ class _ByLabel:
 class PodAffinity:
     """The placed pods that inter-pod affinity reads, as counts per topology domain (see the module)."""
 
-    __slots__ = ("_anti", "_anti_by", "_held", "_together", "_together_by", "domains", "nodes")
+    __slots__ = ("_anti", "_anti_by", "_domains", "_held", "_spread", "_spread_by", "_together", "_together_by",
+                 "domains", "nodes")
 
     def __init__(self, nodes: Sequence[Node], pods: Iterable[Pod], domains: Domains) -> None:
         self.nodes = nodes
@@ -109,8 +115,17 @@ class PodAffinity:
         self._anti: dict[str, tuple[PodTerm, dict[str, int], dict[str, int]]] = {}
         self._anti_by = _ByLabel()
         self._held = 0  # placed pods with an anti-affinity term
+        # a spread constraint's term ident -> (the term, the placed pods it selects per domain value)
+        self._spread: dict[str, tuple[PodTerm, dict[str, int]]] = {}
+        self._spread_by = _ByLabel()
+        # (label key, id of a static mask) -> (that mask, its nodes with the label, per value: ``_eligible``)
+        self._domains: dict[tuple[str, int], tuple[bytearray, bytes, dict[str, list[int]]]] = {}
         placed: list[Pod] = []
         for p in pods:
+            for c in p.spread:
+                if c.term.ident not in self._spread:
+                    self._spread[c.term.ident] = (c.term, {})
+                    self._spread_by.add(c.term, c.term.ident)
             if p.pod_affinity:
                 key = _joined(p.pod_affinity)
                 if key not in self._together:
@@ -139,6 +154,11 @@ class PodAffinity:
                         _step(counts, value, step)
         for ident in self._anti_by.candidates(pod):
             t, counts, _ = self._anti[ident]
+            value = labels.get(t.key)
+            if value is not None and t.matches(pod):
+                _step(counts, value, step)
+        for ident in self._spread_by.candidates(pod):
+            t, counts = self._spread[ident]
             value = labels.get(t.key)
             if value is not None and t.matches(pod):
                 _step(counts, value, step)
@@ -171,7 +191,7 @@ class PodAffinity:
         """Whether a placement of ``pods`` depends on the pods placed (a term of theirs, or a placed pod's
         anti-affinity that matches one of them): such pods are placed one at a time, each seeing the ones before."""
         pods = list(pods)
-        if any(p.pod_affinity or p.anti for p in pods):
+        if any(p.pod_affinity or p.anti or p.spread for p in pods):
             return True
         return bool(self._held) and any(self._theirs(p) for p in pods)
 
@@ -200,25 +220,68 @@ class PodAffinity:
             out &= allowed
         return bytearray((out & ones).to_bytes(size, "big"))
 
+    def spread_mask(self, pod: Pod, static: bytearray) -> int | None:
+        """The nodes the pod's topology spread constraints let it go to now, as an int of one byte per node (None:
+        the pod has none); ``static``: the nodes its signature may go to, whose domains count. The domains with no
+        pod of the constraint are never too crowded: only those counted are looked at, node by node (a spread over
+        thousands of nodes reads the few that hold its pods)."""
+        if not pod.spread:
+            return None
+        out: bytearray | None = None
+        for c in pod.spread:
+            t, counts = self._spread[c.term.ident]
+            every, members = self._eligible(t.key, static)
+            counted = [n for value, n in counts.items() if value in members]
+            least = min(counted) if len(counted) == len(members) and len(members) >= c.min_domains else 0
+            most = least + c.max_skew - (1 if t.matches(pod) else 0)  # (the pod counts where it goes)
+            out = bytearray(every) if out is None else bytearray(a & b for a, b in zip(out, every, strict=True))
+            for value, n in counts.items():
+                if n > most:
+                    for i in members.get(value, ()):
+                        out[i] = 0
+        assert out is not None
+        return int.from_bytes(out, "big")
+
+    def _eligible(self, key: str, static: bytearray) -> tuple[bytes, dict[str, list[int]]]:
+        """The nodes of ``static`` that have the label ``key`` (a mask), and the indexes of its values' nodes there,
+        kept per static mask (one per pod signature, alive as long as the index)."""
+        kept = self._domains.get((key, id(static)))
+        if kept is None or kept[0] is not static:
+            every = bytearray(len(static))
+            members: dict[str, list[int]] = {}
+            nodes = self.nodes
+            for i in compress(range(len(static)), static):
+                value = nodes[i].labels.get(key)
+                if value is not None:
+                    members.setdefault(value, []).append(i)
+                    every[i] = 1
+            kept = self._domains[(key, id(static))] = (static, bytes(every), members)
+        return kept[1], kept[2]
+
     def mask(self, pod: Pod, static: bytearray) -> bytearray:
-        """``static`` (the nodes the pod's signature may go to) less the nodes inter-pod affinity keeps it from now."""
+        """``static`` (the nodes the pod's signature may go to) less the nodes inter-pod affinity and topology spread
+        keep it from now."""
         own, theirs = self.forbidden(pod) if pod.anti or self._held else ((), ())
         allowed = self.affinity_mask(pod)
-        if not own and not theirs and allowed is None:
+        if not own and not theirs and allowed is None and not pod.spread:
             return static
         size = len(static)
         out = int.from_bytes(static, "big")
         if allowed is not None:
             out &= int.from_bytes(allowed, "big")
+        spread = self.spread_mask(pod, static)
+        if spread is not None:
+            out &= spread
         for key, value in (*own, *theirs):
             dom = self.domains(key).get(value)
             if dom is not None:
                 out &= ~int.from_bytes(dom, "big")
         return bytearray(out.to_bytes(size, "big"))
 
-    def failures(self, pod: Pod, candidates: bytearray) -> dict[NodeFailure, tuple[int, int]]:
-        """Of the nodes ``candidates`` sets (those the pod fits on otherwise), the ones inter-pod affinity keeps it
-        from, per failure (anti-affinity first, as the filter checks it): (the first such node index, how many)."""
+    def failures(self, pod: Pod, candidates: bytearray, static: bytearray) -> dict[NodeFailure, tuple[int, int]]:
+        """Of the nodes ``candidates`` sets (those the pod fits on otherwise), the ones inter-pod affinity and topology
+        spread keep it from, per failure (anti-affinity first, as the filter checks it): (the first such node index,
+        how many). ``static``: the nodes its signature may go to (whose domains a spread counts)."""
         own, theirs = self.forbidden(pod)
         anti = 0
         for key, value in (*own, *theirs):
@@ -232,8 +295,13 @@ class PodAffinity:
         rest = cand & ~anti
         blocked_aff = bytearray((rest & ~int.from_bytes(allowed, "big")).to_bytes(size, "big")) \
             if allowed is not None else bytearray(size)
+        if allowed is not None:
+            rest &= int.from_bytes(allowed, "big")
+        spread = self.spread_mask(pod, static)
+        blocked_spread = bytearray((rest & ~spread).to_bytes(size, "big")) if spread is not None else bytearray(size)
         out: dict[NodeFailure, tuple[int, int]] = {}
-        for why, mask in ((NodeFailure.POD_ANTI_AFFINITY, blocked_anti), (NodeFailure.POD_AFFINITY, blocked_aff)):
+        for why, mask in ((NodeFailure.POD_ANTI_AFFINITY, blocked_anti), (NodeFailure.POD_AFFINITY, blocked_aff),
+                          (NodeFailure.POD_TOPOLOGY_SPREAD, blocked_spread)):
             count = mask.count(1)
             if count:
                 out[why] = (mask.find(1), count)
