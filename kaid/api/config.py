@@ -18,6 +18,8 @@ from kaid.api.crds import is_label_key, validation_message
 Strategy = Literal["binpack", "spread"]
 # the label that puts a node, a queue or a PodGroup in a scheduling shard's partition (KAI's DefaultNodePoolLabelKey)
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
+GPU_WORKER_LABEL = "node-role.kubernetes.io/gpu-worker"  # KAI's DefaultGPUWorkerNodeLabelKey (constants.go)
+CPU_WORKER_LABEL = "node-role.kubernetes.io/cpu-worker"
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")  # a label value, empty allowed
 
 
@@ -198,11 +200,27 @@ class SchedulerConfig(BaseModel):
                                      "whose nodePoolLabelKey label has this value; empty: only those without the "
                                      "label (the default shard).")
 
+    restrictSchedulingNodes: bool = Field(False, description="KAI's restrictSchedulingNodes: only nodes labelled "
+                                          "gpuWorkerNodeLabelKey or cpuWorkerNodeLabelKey are scheduled to (the "
+                                          "others are left out, their GPUs outside every queue's share), pods asking "
+                                          "for GPUs only to GPU workers, the others only to CPU workers.")
+    gpuWorkerNodeLabelKey: str = Field(GPU_WORKER_LABEL, description="The label (any value) of a GPU worker node "
+                                       "(KAI's --gpu-worker-node-label-key); read with restrictSchedulingNodes.")
+    cpuWorkerNodeLabelKey: str = Field(CPU_WORKER_LABEL, description="The label (any value) of a CPU worker node "
+                                       "(KAI's --cpu-worker-node-label-key); read with restrictSchedulingNodes.")
+
     @field_validator("nodePoolLabelKey")
     @classmethod
     def _label_key(cls, v: str) -> str:
         if v and not is_label_key(v):
             raise ValueError(f"{v!r} is not a label key (such as {NODE_POOL_LABEL}); empty takes every object")
+        return v
+
+    @field_validator("gpuWorkerNodeLabelKey", "cpuWorkerNodeLabelKey")
+    @classmethod
+    def _worker_key(cls, v: str) -> str:
+        if not is_label_key(v):
+            raise ValueError(f"{v!r} is not a label key (such as {GPU_WORKER_LABEL})")
         return v
 
     @field_validator("partitionLabelValue")

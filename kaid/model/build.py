@@ -175,8 +175,10 @@ def _build(objects: Iterable[Obj], cfg: SchedulerConfig, now: float, usage: Mapp
     nodes: list[Node] = []
     for obj in inp.nodes:
         try:
-            if part.takes(obj):
-                nodes.append(read_node(obj, bad_nodes))
+            if part.takes_node(obj):
+                node = read_node(obj, bad_nodes)
+                node.roles = part.node_roles(node.labels)
+                nodes.append(node)
         except Exception as err:  # (a malformed object: left out, ``malformed``)
             bad_nodes.append(malformed("Node", obj, err, namespaced=False))
     nodes.sort(key=lambda n: n.name)
@@ -253,6 +255,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
             pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
             if bound and spec.get("volumes"):
                 bind_to_volumes(pod, claims(obj), bound)
+            part.pod_role(pod)
         except Exception as err:  # (a malformed object: left out, ``malformed``)
             problems.append(malformed("Pod", obj, err))
             continue

@@ -215,7 +215,7 @@ class LiveModel:
                 self._seq += 1
                 self.node_seq[name] = self._seq
                 self.sorted_nodes = None
-            if self.part.takes(obj) == (name in self.foreign_nodes):  # into the partition or out of it
+            if self.part.takes_node(obj) == (name in self.foreign_nodes):  # into the partition or out of it
                 self.foreign_nodes ^= {name}
                 self.sorted_nodes = None
             self.nodes[name] = obj
@@ -506,6 +506,7 @@ class LiveModel:
                 self.claim_pods.setdefault(claim, set()).add(key)
             if self.bound:
                 bind_to_volumes(placed, names, self.bound)
+        self.part.pod_role(placed)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)
         job_key: str | None = ""  # (its job's key, where the partition's check has found it)
@@ -615,6 +616,7 @@ class LiveModel:
             self._account(name, None, holders)
             self.node_problems[name] = malformed("Node", obj, err, namespaced=False)
             return
+        node.roles = self.part.node_roles(node.labels)
         if bad:
             self.node_problems[name] = bad[0]
         else:
@@ -933,6 +935,7 @@ def _copy_node(n: Node) -> Node:
     new.labels, new.name, new.ready, new.taints = n.labels, n.name, n.ready, n.taints
     new.unschedulable, new.used_cpu, new.used_mem, new.used_pods = n.unschedulable, n.used_cpu, n.used_mem, n.used_pods
     new.ext_alloc, new.ext_used = n.ext_alloc, None if n.ext_used is None else dict(n.ext_used)
+    new.roles = n.roles
     return new
 
 

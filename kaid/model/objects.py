@@ -58,13 +58,19 @@ more is refused): a request of 1e30 cpu is valid to the API server, and an amoun
 solver's model."""
 
 
+# what a node may run (``Node.roles``): KAI's worker roles, read with restrictSchedulingNodes (``Partition.node_roles``)
+NO_ROLE, GPU_WORKER, CPU_WORKER = 0, 1, 2
+ANY_ROLE = GPU_WORKER | CPU_WORKER
+
+
 class Node:
     """A node: what it can hold (``alloc_*``), what its pods hold (``used_*``), and per GPU device the milli-GPU in
     use (``dev_used``, 1000 = whole) and the GPU group sharing it (``dev_group``); ``idle`` counts unused devices."""
 
     __slots__ = (
         "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "ext_alloc", "ext_used", "gpu_mem_mib", "gpus",
-        "idle", "index", "labels", "name", "ready", "taints", "unschedulable", "used_cpu", "used_mem", "used_pods",
+        "idle", "index", "labels", "name", "ready", "roles", "taints", "unschedulable", "used_cpu", "used_mem",
+        "used_pods",
     )
 
     def __init__(self, name: str, labels: dict[str, str], taints: list[dict[str, str]], unschedulable: bool,
@@ -90,6 +96,7 @@ class Node:
         # what its pods hold of them (None until a pod holds some: most nodes and pods have none)
         self.ext_alloc: Mapping[str, int] = _NO_EXTENDED
         self.ext_used: dict[str, int] | None = None
+        self.roles = ANY_ROLE  # the pods it may run: GPU_WORKER (those asking for GPUs), CPU_WORKER (the others)
 
     @property
     def free_cpu(self) -> int:
@@ -523,7 +530,8 @@ class Snapshot:
         cap = zero()
         for n in self.nodes:
             if n.ready and not n.unschedulable:
-                cap[GPU] += n.gpus * 1000
+                if n.roles & GPU_WORKER:  # (KAI: a node that may run no GPU pod counts no GPUs)
+                    cap[GPU] += n.gpus * 1000
                 cap[CPU] += n.alloc_cpu
                 cap[MEM] += n.alloc_mem
         return cap

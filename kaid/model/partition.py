@@ -19,7 +19,7 @@ from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import GroupInfo, OwnerIndex, top_owner
-from kaid.model.objects import NO_BACKOFF
+from kaid.model.objects import ANY_ROLE, CPU_WORKER, GPU_WORKER, NO_BACKOFF, NO_ROLE, Pod
 from kaid.model.vocabulary import SchedulingCondition
 
 Obj = dict[str, Any]
@@ -28,11 +28,32 @@ Obj = dict[str, Any]
 class Partition:
     """The one predicate of a scheduler's shard (``takes``), from its config."""
 
-    __slots__ = ("key", "value")
+    __slots__ = ("cpu_worker", "gpu_worker", "key", "restrict", "value")
 
     def __init__(self, cfg: SchedulerConfig) -> None:
         self.key = cfg.nodePoolLabelKey
         self.value = cfg.partitionLabelValue
+        self.restrict = cfg.restrictSchedulingNodes
+        self.gpu_worker, self.cpu_worker = cfg.gpuWorkerNodeLabelKey, cfg.cpuWorkerNodeLabelKey
+
+    def takes_node(self, obj: Obj) -> bool:
+        """Whether a node is in the partition (``takes``) and, with ``restrictSchedulingNodes``, a GPU or CPU worker
+        (KAI's ``filterUnmarkedNodes``: another node is left out of the snapshot)."""
+        return self.takes(obj) and (not self.restrict or self.node_roles(meta.labels_of(obj)) != NO_ROLE)
+
+    def node_roles(self, labels: Obj) -> int:
+        """What a node may run (``Node.roles``): everything, or with ``restrictSchedulingNodes`` what its worker
+        labels say."""
+        if not self.restrict:
+            return ANY_ROLE
+        return (GPU_WORKER if self.gpu_worker in labels else NO_ROLE) | \
+            (CPU_WORKER if self.cpu_worker in labels else NO_ROLE)
+
+    def pod_role(self, pod: Pod) -> None:
+        """With ``restrictSchedulingNodes``, the worker role a pod needs in its signature (the nodes that take it
+        depend on it: ``predicates.static_failure``)."""
+        if self.restrict:
+            pod.sig = repr((pod.sig, "gpu-worker" if pod.gpu_whole or pod.frac_devices else "cpu-worker"))
 
     def takes_labels(self, labels: Obj) -> bool:
         """Whether an object with these labels is in the partition."""

@@ -146,6 +146,7 @@ class NodeFailure(StrEnum):
     NODE_SELECTOR = "NodeSelector"
     AFFINITY = "Affinity"
     TAINT = "Taint"
+    NODE_ROLE = "NodeRole"  # restrictSchedulingNodes: not a GPU worker (a GPU pod), not a CPU worker (another)
     VOLUME_NODE_AFFINITY = "VolumeNodeAffinity"  # a volume bound to one of its claims cannot be reached from the node
     TOO_MANY_PODS = "TooManyPods"
     INSUFFICIENT_CPU = "InsufficientCPU"
@@ -171,6 +172,7 @@ _FAILURE_WORDS: Final = {
     NodeFailure.NODE_SELECTOR: "node selector mismatch",
     NodeFailure.AFFINITY: "node affinity mismatch",
     NodeFailure.TAINT: "untolerated taint",
+    NodeFailure.NODE_ROLE: "not a worker of the pod's kind",
     NodeFailure.VOLUME_NODE_AFFINITY: "volume node affinity conflict",
     NodeFailure.TOO_MANY_PODS: "too many pods",
     NodeFailure.INSUFFICIENT_CPU: "insufficient cpu",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kaid.model.nodes import short
-from kaid.model.objects import MOST_AMOUNT, Node, Pod
+from kaid.model.objects import ANY_ROLE, CPU_WORKER, GPU_WORKER, MOST_AMOUNT, Node, Pod
 from kaid.model.pods import EPHEMERAL_STORAGE, HOST_PORT
 from kaid.model.selectors import matches_expression
 from kaid.model.vocabulary import NodeFailure
@@ -44,6 +44,8 @@ def static_failure(node: Node, pod: Pod) -> NodeFailure | None:
     for taint in node.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):
             return NodeFailure.TAINT
+    if node.roles != ANY_ROLE and not node.roles & (GPU_WORKER if pod.gpu_whole or pod.frac_devices else CPU_WORKER):
+        return NodeFailure.NODE_ROLE
     for terms in pod.volume_terms:
         if not any(all(matches_expression(e, node.labels, node.name) for e in term) for term in terms):
             return NodeFailure.VOLUME_NODE_AFFINITY
