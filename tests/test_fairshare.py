@@ -97,3 +97,30 @@ def test_usage_history_lowers_weight_of_heavy_users() -> None:
     skewed = shares(objs, usage={"a": [0.9, 0, 0], "b": [0.1, 0, 0]})  # shares of the cluster's capacity
     assert even["a"] == even["b"] == 8
     assert skewed["a"] < skewed["b"] and skewed["a"] + skewed["b"] == 16
+
+
+def test_what_other_schedulers_pods_hold_is_no_queues_to_share() -> None:
+    """KAI's proportion leaves out of the capacity it divides what pods of other schedulers hold on the nodes
+    (``getNodeResources``, d5bc503a): 16 GPUs with 8 held by a default-scheduler pod leave 8 to share, 4 each. kai
+    divided all 16 (8 each), so a queue running 8 read as within its share and was not reclaimed from."""
+    other = pod("notebook", gpus=8, node_name="n1", phase="Running", scheduler="default-scheduler")
+    mine = pod("reserved", gpus=1, node_name="n1", phase="Running", queue="a")  # (this scheduler's: not left out)
+    objs = [*cluster(2), queue("a", gpu=(0, -1, 1)), queue("b", gpu=(0, -1, 1)), other,
+            *demand("a", 1, 16), *demand("b", 1, 16)]
+    assert shares(objs) == {"a": 4, "b": 4}
+    assert build_snapshot([*objs, mine]).capacity()[GPU] == 8000
+    objs.remove(other)
+    assert shares(objs) == {"a": 8, "b": 8}
+
+
+def test_a_queue_over_the_share_left_by_other_schedulers_is_reclaimed_from() -> None:
+    from kaid.api.config import SchedulerConfig
+    from kaid.cycle import run_cycle
+
+    objs = [*cluster(2), queue("a", gpu=(0, -1, 1)), queue("b", gpu=(0, -1, 1)),
+            pod("notebook", gpus=8, node_name="n1", phase="Running", scheduler="default-scheduler"),
+            *(pod(f"a-{i}", gpus=1, queue="a", node_name="n0", phase="Running") for i in range(8)),
+            pod("b-0", gpus=1, queue="b")]
+    cfg = SchedulerConfig()
+    d = run_cycle(build_snapshot(objs, cfg, 1_000_000.0), cfg)
+    assert [e.action for e in d.evictions] == ["reclaim"] and [p.pod for p in d.pipelined] == ["default/b-0"]

@@ -19,7 +19,7 @@ from kaid.api import meta
 from kaid.api.config import SchedulerConfig
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod
 from kaid.model.jobs import Aliases, check_min_member, finish_job, job_for_pod, read_podgroup
-from kaid.model.nodes import hold_reserved_device, occupy, read_node
+from kaid.model.nodes import hold_other, hold_reserved_device, occupy, read_node
 from kaid.model.objects import (
     Job,
     Node,
@@ -275,6 +275,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
         node = node_by_name.get(pod.node) if rank is not None and pod.node else None
         if node is not None and rank is not None:
             holders.append((rank, node, pod))
+            if not ours and other_scheduler(spec, scheduler):
+                hold_other(node, pod)
         elif rank is not None:
             node_gone(pod)
         if not ours or (not pod.node and pod.releasing):
@@ -372,6 +374,12 @@ def done_job_key(obj: Obj, owners: OwnerIndex) -> str:
     namespace = meta.namespace(obj)
     pg_name = annotation_text(obj, c.POD_GROUP_ANNOTATION)
     return f"{namespace}/{pg_name}" if pg_name else f"{namespace}/{group_for_pod(obj, owners).name}"
+
+
+def other_scheduler(spec: Obj, scheduler: str) -> bool:
+    """Whether a pod is another scheduler's by name (a pod of this name in another shard is not: KAI's proportion
+    compares the names)."""
+    return (spec.get("schedulerName") or "default-scheduler") != scheduler
 
 
 def role_of(spec: Obj, status: Obj, scheduler: str) -> tuple[bool, bool]:

@@ -20,7 +20,8 @@ def node_fields(n: Node) -> tuple[object, ...]:
     return (n.name, n.ready, n.unschedulable, n.alloc_cpu, n.alloc_mem, n.alloc_pods, n.gpus, n.gpu_mem_mib,
             n.used_cpu, n.used_mem, n.used_pods, tuple(n.dev_used), tuple(n.dev_group),
             repr(sorted(n.labels.items())), repr(n.taints), repr(sorted(n.ext_alloc.items())),
-            repr(sorted(n.ext_used.items())) if n.ext_used else None, n.roles)
+            repr(sorted(n.ext_used.items())) if n.ext_used else None, n.roles,
+            tuple(n.other_held) if n.other_held else None)
 
 
 def pod_fields(p: Pod) -> tuple[object, ...]:

@@ -33,12 +33,12 @@ from typing import Any, TypeVar
 from kaid.api import constants as c
 from kaid.api import meta
 from kaid.api.config import SchedulerConfig
-from kaid.model.build import complete_job, node_gone, place_pod, pod_role, succeeded_ours
+from kaid.model.build import complete_job, node_gone, other_scheduler, place_pod, pod_role, succeeded_ours
 from kaid.model.fingerprint import ObjectParts, accounted, job_part, label_part, node_part, pod_part
 from kaid.model.grouping import OWNER_KINDS, OwnerIndex, group_for_pod, owner_chain
 from kaid.model.jobs import check_min_member, job_for_pod, read_podgroup
 from kaid.model.journal import Journal
-from kaid.model.nodes import hold_reserved_device, occupy, read_node, reference_node
+from kaid.model.nodes import hold_other, hold_reserved_device, occupy, read_node, reference_node
 from kaid.model.objects import (
     UNWRITTEN,
     Budget,
@@ -623,6 +623,7 @@ class LiveModel:
             self.node_problems.pop(name, None)
         holders = sorted(holders, key=lambda e: (e.rank if e.rank is not None else 9, e.seq))
         reservations: list[Pod] = []
+        scheduler = self.cfg.schedulerName
         for e in holders:
             if e.rank is None or e.placed is None:
                 e.tpl = e.placed
@@ -631,6 +632,8 @@ class LiveModel:
             if e.reservation:
                 pod.gpu_whole = 0
                 reservations.append(pod)
+            elif other_scheduler(e.obj.get("spec") or _NO_SPEC, scheduler):
+                hold_other(node, pod)
             occupy(node, pod)
             e.tpl = pod
         for pod in reservations:
@@ -935,7 +938,7 @@ def _copy_node(n: Node) -> Node:
     new.labels, new.name, new.ready, new.taints = n.labels, n.name, n.ready, n.taints
     new.unschedulable, new.used_cpu, new.used_mem, new.used_pods = n.unschedulable, n.used_cpu, n.used_mem, n.used_pods
     new.ext_alloc, new.ext_used = n.ext_alloc, None if n.ext_used is None else dict(n.ext_used)
-    new.roles = n.roles
+    new.roles, new.other_held = n.roles, n.other_held
     return new
 
 

@@ -68,6 +68,16 @@ def hold_extended(node: Node, pod: Pod, sign: int = 1) -> None:
         used[name] = used.get(name, 0) + sign * amount
 
 
+def hold_other(node: Node, pod: Pod) -> None:
+    """Account what a pod of another scheduler holds on the node apart (``Node.other_held``), as well as in ``used``."""
+    held = node.other_held
+    if held is None:
+        held = node.other_held = [0, 0, 0]
+    held[0] += pod.gpu_whole * 1000 + pod.gpu_frac * pod.frac_devices
+    held[1] += pod.cpu
+    held[2] += pod.mem
+
+
 def occupy(node: Node, pod: Pod) -> None:
     """Account a pod that already holds resources on a node, including its GPU devices."""
     node.used_cpu += pod.cpu

@@ -69,8 +69,8 @@ class Node:
 
     __slots__ = (
         "alloc_cpu", "alloc_mem", "alloc_pods", "dev_group", "dev_used", "ext_alloc", "ext_used", "gpu_mem_mib", "gpus",
-        "idle", "index", "labels", "name", "ready", "roles", "taints", "unschedulable", "used_cpu", "used_mem",
-        "used_pods",
+        "idle", "index", "labels", "name", "other_held", "ready", "roles", "taints", "unschedulable", "used_cpu",
+        "used_mem", "used_pods",
     )
 
     def __init__(self, name: str, labels: dict[str, str], taints: list[dict[str, str]], unschedulable: bool,
@@ -97,6 +97,9 @@ class Node:
         self.ext_alloc: Mapping[str, int] = _NO_EXTENDED
         self.ext_used: dict[str, int] | None = None
         self.roles = ANY_ROLE  # the pods it may run: GPU_WORKER (those asking for GPUs), CPU_WORKER (the others)
+        # what pods of other schedulers hold here (milli-GPU, cpu, memory; None: none), left out of the capacity that
+        # fair share divides (``Snapshot.capacity``)
+        self.other_held: list[int] | None = None
 
     @property
     def free_cpu(self) -> int:
@@ -526,12 +529,18 @@ class Snapshot:
         return [q for q in self.queues.values() if q.parent is None]
 
     def capacity(self) -> Vec:
-        """Schedulable capacity: Ready, schedulable nodes."""
+        """Schedulable capacity: Ready, schedulable nodes, less what other schedulers' pods hold on them."""
         cap = zero()
         for n in self.nodes:
             if n.ready and not n.unschedulable:
-                if n.roles & GPU_WORKER:  # (KAI: a node that may run no GPU pod counts no GPUs)
-                    cap[GPU] += n.gpus * 1000
-                cap[CPU] += n.alloc_cpu
-                cap[MEM] += n.alloc_mem
+                gpus = n.gpus * 1000 if n.roles & GPU_WORKER else 0  # (KAI: a node that may run no GPU pod counts none)
+                held = n.other_held
+                if held is None:
+                    cap[GPU] += gpus
+                    cap[CPU] += n.alloc_cpu
+                    cap[MEM] += n.alloc_mem
+                else:  # (KAI's proportion: what other schedulers' pods hold is no queue's to share)
+                    cap[GPU] += max(gpus - held[GPU], 0)
+                    cap[CPU] += max(n.alloc_cpu - held[CPU], 0)
+                    cap[MEM] += max(n.alloc_mem - held[MEM], 0)
         return cap
