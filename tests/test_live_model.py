@@ -221,11 +221,32 @@ def _policy(rng: random.Random, kind: str, i: int) -> Obj:
             "spec": {"selector": {"matchLabels": {"app": "x"}}}, "status": {"disruptionsAllowed": rng.randint(0, 2)}}
 
 
+def _claim(rng: random.Random, i: int) -> Obj:
+    """claim-i of a namespace: bound to a volume or not, of a class that binds at once, of one that waits for its
+    first consumer, of the default class, or of none."""
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    klass = rng.choice(("fast", "wffc", None, ""))
+    if klass is not None:
+        spec["storageClassName"] = klass
+    if rng.random() < 0.4:
+        spec["volumeName"] = f"pv-{i}"
+    return {"kind": "PersistentVolumeClaim", "metadata": {"name": f"claim-{i}", "namespace": rng.choice(NS)},
+            "spec": spec}
+
+
+def _storage_class(rng: random.Random, i: int) -> Obj:
+    name = ("fast", "wffc")[i % 2]
+    anns = {"storageclass.kubernetes.io/is-default-class": "true"} if rng.random() < 0.5 else {}
+    return {"kind": "StorageClass", "metadata": {"name": name, "annotations": anns}, "provisioner": "example.com/x",
+            "volumeBindingMode": rng.choice(("Immediate", "WaitForFirstConsumer", None))}
+
+
 _MAKERS = {"Pod": (_pod, 40), "Node": (_node, 7), "Queue": (_queue, 5), "PodGroup": (_podgroup, 7),
-           "PersistentVolume": (_volume, 6)}
+           "PersistentVolume": (_volume, 6), "PersistentVolumeClaim": (_claim, 6), "StorageClass": (_storage_class, 2)}
 _WEIGHTS = {"Pod": 12, "Node": 3, "Queue": 1, "PodGroup": 2, "ReplicaSet": 1, "Job": 0.7, "Deployment": 0.5,
             "PriorityClass": 0.4,
-            "Topology": 0.4, "Namespace": 0.5, "PodDisruptionBudget": 0.3, "PersistentVolume": 0.8}
+            "Topology": 0.4, "Namespace": 0.5, "PodDisruptionBudget": 0.3, "PersistentVolume": 0.8,
+            "PersistentVolumeClaim": 0.8, "StorageClass": 0.3}
 
 
 class Cache:

@@ -30,8 +30,8 @@ VOLUMES = [
 ]
 
 
-def _claiming(name: str, volumes: list[Any]) -> Obj:
-    obj = pod(name, gpus=1)
+def _claiming(name: str, volumes: list[Any], **kw: Any) -> Obj:
+    obj = pod(name, gpus=1, **kw)
     obj["spec"]["volumes"] = volumes
     return obj
 
@@ -216,7 +216,88 @@ def test_the_daemons_model_reads_the_pod_again_when_its_volume_changes() -> None
 def test_a_snapshot_file_keeps_what_a_volume_says_of_its_claim_and_nodes() -> None:
     from kaid.kube.strip import strip
 
+    claim = strip(_claim("data-db-0", "zonal", "pv-1"))
+    assert claim is not None and claim["spec"] == {"storageClassName": "zonal", "volumeName": "pv-1"}
+    klass = strip(_class("std", "Immediate", default=True))
+    assert klass is not None and klass["volumeBindingMode"] == "Immediate"
+    assert klass["metadata"]["annotations"] == {"storageclass.kubernetes.io/is-default-class": "true"}
+
     kept = strip({**_volume("pv-1", "data-db-0", _on("n1")), "metadata": {"name": "pv-1", "managedFields": [{}]}})
     assert kept is not None and kept["spec"]["claimRef"] == {"namespace": "default", "name": "data-db-0"}
     assert kept["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"] == _on("n1")
     assert kept["status"] == {"phase": "Bound"} and "managedFields" not in kept["metadata"]
+
+
+# ------------------------------------------------------------------------- a claim bound as soon as it exists
+def _claim(name: str, klass: str | None, volume: str = "") -> Obj:
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if klass is not None:
+        spec["storageClassName"] = klass
+    if volume:
+        spec["volumeName"] = volume
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "default"},
+            "spec": spec, "status": {"phase": "Bound" if volume else "Pending"}}
+
+
+def _class(name: str, mode: str | None, default: bool = False) -> Obj:
+    obj: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "provisioner": "example.com/disk",
+                "metadata": {"name": name}}
+    if mode is not None:
+        obj["volumeBindingMode"] = mode
+    if default:
+        obj["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    return obj
+
+
+def _db(**kw: Any) -> Obj:
+    return _claiming("db-0", [{"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}], **kw)
+
+
+def test_a_pod_waits_for_a_claim_its_class_binds_at_once_then_goes_where_its_volume_is() -> None:
+    """A zonal disk's class that binds at once (the provisioner picks the zone): kube-scheduler waits for the claim
+    to be bound, then places the pod where the volume is; kai placed it at once, wherever, and the volume was
+    made elsewhere."""
+    base = [_host("n0"), _host("n1"), queue("default-queue"), pod("busy", gpus=6, node_name="n0"), _db(),
+            _class("zonal", "Immediate")]
+    for snap in _snapshots([*base, _claim("data-db-0", "zonal")]):
+        d = run_cycle(snap, CFG)
+        assert not d.binds
+        (why,) = d.pending["default/pg-pod-db-0"]
+        assert why.code == "UnboundImmediateClaim" and "(data-db-0)" in why.message, why
+    bound = [*base, _claim("data-db-0", "zonal", "pv-1"), _volume("pv-1", "data-db-0", _on("n1"))]
+    for snap in _snapshots(bound):
+        assert {b.pod: b.node for b in run_cycle(snap, CFG).binds} == {"default/db-0": "n1"}
+
+
+@pytest.mark.parametrize(("claim", "classes", "waits"), [
+    (_claim("data-db-0", "local"), [_class("local", "WaitForFirstConsumer")], False),  # told its node at the bind
+    (_claim("data-db-0", None), [_class("std", None, default=True)], True),  # the default class, Immediate by default
+    (_claim("data-db-0", None), [_class("std", "WaitForFirstConsumer", default=True)], False),
+    (_claim("data-db-0", ""), [], True),  # no class: bound to a volume made by hand
+    (_claim("data-db-0", "unknown"), [_class("std", "Immediate")], False),  # a class not known says nothing
+])
+def test_which_unbound_claims_hold_their_pod_back(claim: Obj, classes: list[Obj], waits: bool) -> None:
+    objs = [_host("n0"), queue("default-queue"), _db(), claim, *classes]
+    for snap in _snapshots(objs):
+        d = run_cycle(snap, CFG)
+        assert (not d.binds) is waits, d.pending
+        if waits:
+            assert d.pending["default/pg-pod-db-0"][0].code == "UnboundImmediateClaim"
+
+
+def test_a_running_pod_is_not_held_by_its_claim_and_the_live_model_follows_the_claim() -> None:
+    objs = [_host("n0"), queue("default-queue"), _class("zonal", "Immediate"), _claim("data-db-0", "zonal"),
+            _db(node_name="n0", phase="Running")]
+    for snap in _snapshots(objs):
+        assert not snap.jobs["default/pg-pod-db-0"].errors
+    model = LiveModel(CFG)
+    for obj in [_host("n0"), queue("default-queue"), _class("zonal", "Immediate"), _db()]:
+        model.upsert(obj)
+    assert run_cycle(model.snapshot(0.0), CFG).binds  # (no claim known: nothing to wait for)
+    model.upsert(_claim("data-db-0", "zonal"))
+    assert not run_cycle(model.snapshot(0.0), CFG).binds
+    model.upsert(_claim("data-db-0", "zonal", "pv-1"))
+    assert run_cycle(model.snapshot(0.0), CFG).binds
+    model.upsert(_class("zonal", "WaitForFirstConsumer"))
+    model.upsert(_claim("data-db-0", "zonal"))
+    assert run_cycle(model.snapshot(0.0), CFG).binds

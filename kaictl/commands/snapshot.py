@@ -26,8 +26,9 @@ def save(
     kubeconfig: Kubeconfig = None,
     context: Context = None,
 ) -> None:
-    """Read nodes, pods, queues, PodGroups, priority classes, topologies, namespaces, PDBs and persistent volumes
-    from the cluster into one snapshot file; pod specs are stripped to what scheduling needs, secrets never read."""
+    """Read nodes, pods, queues, PodGroups, priority classes, topologies, namespaces, PDBs, persistent volumes,
+    their claims and storage classes from the cluster into one snapshot file; pod specs are stripped to what
+    scheduling needs, secrets never read."""
     doc = snapshot_list(read_live(kubeconfig, context))
     text = json.dumps(doc, indent=1) + "\n" if output is not None and output.suffix == ".json" else \
         yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)

@@ -55,6 +55,8 @@ API_RESOURCES: tuple[ApiResource, ...] = (
     ApiResource("PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"),
     ApiResource("PodDisruptionBudget", "/apis/policy/v1/poddisruptionbudgets"),
     ApiResource("PersistentVolume", "/api/v1/persistentvolumes"),
+    ApiResource("PersistentVolumeClaim", "/api/v1/persistentvolumeclaims"),
+    ApiResource("StorageClass", "/apis/storage.k8s.io/v1/storageclasses"),
     ApiResource("Queue", "/apis/scheduling.run.ai/v2/queues"),
     ApiResource("PodGroup", "/apis/scheduling.run.ai/v2alpha2/podgroups"),
     ApiResource("Topology", "/apis/kai.scheduler/v1alpha1/topologies", optional=True),

@@ -15,6 +15,7 @@ from typing import Any
 
 from kaid.api import constants as c
 from kaid.model.pods import claim_volumes
+from kaid.model.volumes import DEFAULT_CLASS_ANNOTATION
 
 Obj = dict[str, Any]
 KEEP_ANNOTATIONS = {
@@ -97,6 +98,14 @@ def strip(obj: Obj) -> Obj | None:
         if isinstance(ref, dict):
             base["spec"]["claimRef"] = {k: ref[k] for k in ("namespace", "name") if k in ref}
         base["status"] = {k: status[k] for k in ("phase",) if k in status}
+    elif kind == "PersistentVolumeClaim":  # bound or not, and how its class binds it (``kaid.model.volumes``)
+        base["spec"] = {k: spec[k] for k in ("storageClassName", "volumeName") if k in spec}
+        base["status"] = {k: status[k] for k in ("phase",) if k in status}
+    elif kind == "StorageClass":
+        base.update({k: obj[k] for k in ("volumeBindingMode", "provisioner") if k in obj})
+        anns = (obj.get("metadata") or {}).get("annotations") or {}
+        if DEFAULT_CLASS_ANNOTATION in anns:
+            base["metadata"]["annotations"] = {DEFAULT_CLASS_ANNOTATION: anns[DEFAULT_CLASS_ANNOTATION]}
     elif kind == "Namespace":
         pass
     else:  # workload owners: only what minMember is computed from

@@ -3,8 +3,8 @@
 kube-scheduler's VolumeBinding plugin tells it (the annotation ``volume.kubernetes.io/selected-node``): the volume
 is provisioned only then, where the pod runs. Bound without it, the pod waits for its volume for ever.
 
-Where a pod may go by the volumes bound to its claims is the engine's (``kaid.model.volumes``); not done
-(docs/compatibility.md): holding a pod back for an unbound claim of an Immediate class."""
+Where a pod may go by the volumes bound to its claims, and whether it waits for a claim its class binds at once, is
+the engine's (``kaid.model.volumes``)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from kaid.model.pods import (
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
-from kaid.model.volumes import bind_to_volumes, bound_volumes
+from kaid.model.volumes import ClaimModes, bind_to_volumes, bound_volumes, unbound_at_once, waiting_for_claims
 
 Obj = dict[str, Any]
 # a pod that holds resources on a node, with the order it is accounted in: those that recorded their GPUs
@@ -67,12 +67,14 @@ class Inputs:
     namespaces: dict[str, Obj] = field(default_factory=dict)
     pdbs: list[Obj] = field(default_factory=list)
     volumes: list[Obj] = field(default_factory=list)  # PersistentVolumes
+    claims: list[Obj] = field(default_factory=list)  # PersistentVolumeClaims
+    classes: list[Obj] = field(default_factory=list)  # StorageClasses
     owners: OwnerIndex = field(default_factory=dict)
 
 
 _LISTS = {"Node": "nodes", "Pod": "pods", "Queue": "queues", "PodGroup": "podgroups",
           "PriorityClass": "priority_classes", "Topology": "topologies", "PodDisruptionBudget": "pdbs",
-          "PersistentVolume": "volumes"}
+          "PersistentVolume": "volumes", "PersistentVolumeClaim": "claims", "StorageClass": "classes"}
 READ_KINDS: frozenset[str] = frozenset({*_LISTS, "Namespace", *OWNER_KINDS})  # the kinds a snapshot reads
 
 
@@ -231,6 +233,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
     bound = bound_volumes(inp.volumes) if inp.volumes else None  # (claim -> its volume's node affinity)
+    known = {meta.object_key(o): o for o in inp.claims} if inp.claims else None  # (claim key -> the claim)
+    modes = ClaimModes(inp.classes) if known else None
     # (a pod that names a PodGroup is in the partition unless another shard's PodGroup has that name)
     check, foreign = bool(part.key or pgs[0]), pgs[0]  # (without a partition: PodGroups left alone, ``takes_podgroup``)
     for obj in inp.pods:
@@ -253,8 +257,13 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 anns = _NO_ANNOTATIONS
             pod_problems: list[Reason] = []
             pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
-            if bound and spec.get("volumes"):
-                bind_to_volumes(pod, claims(obj), bound)
+            if (bound or known) and spec.get("volumes"):
+                names = claims(obj)
+                if bound:
+                    bind_to_volumes(pod, names, bound)
+                if known and modes is not None and not pod.node and \
+                        (waiting := unbound_at_once(names, pod.namespace, known, modes)):
+                    pod_problems.append(waiting_for_claims(pod, waiting))
             part.pod_role(pod)
         except Exception as err:  # (a malformed object: left out, ``malformed``)
             problems.append(malformed("Pod", obj, err))

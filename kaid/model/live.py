@@ -59,7 +59,7 @@ from kaid.model.pods import claims, is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, GPU, PodStatus
-from kaid.model.volumes import Terms, bind_to_volumes, bound_claim
+from kaid.model.volumes import ClaimModes, Terms, bind_to_volumes, bound_claim, unbound_at_once, waiting_for_claims
 
 Obj = dict[str, Any]
 _R = (0, 1, 2)  # GPU, CPU, MEM as plain indices (an IntEnum index costs a call each time)
@@ -130,6 +130,9 @@ class LiveModel:
         self.bound: dict[str, Terms] = {}  # claim key -> the node affinity of the volume bound to it (``bound_claim``)
         self.volume_claims: dict[str, str] = {}  # volume name -> the claim it is bound to, in ``bound``
         self.claim_pods: dict[str, set[str]] = {}  # claim key -> the pods whose volumes use it
+        self.claim_objs: dict[str, Obj] = {}  # PersistentVolumeClaims by key
+        self.classes: dict[str, Obj] = {}  # StorageClasses by name
+        self.claim_modes = ClaimModes(())  # how they bind their claims (made again when one changes)
         # the objects held that are another shard's (``kaid.model.partition``): as if absent, but kept in their place
         self.foreign_nodes: set[str] = set()
         self.foreign_pgs: set[str] = set()
@@ -238,6 +241,14 @@ class LiveModel:
             if self.volumes.get(name) is not obj:
                 self.volumes[name] = obj
                 self._volume_changed(name, obj)
+        elif kind == "PersistentVolumeClaim":
+            claim = meta.object_key(obj)
+            if self.claim_objs.get(claim) is not obj:
+                self.claim_objs[claim] = obj
+                self.dirty_pods |= self.claim_pods.get(claim, set())
+        elif kind == "StorageClass":
+            self.classes[meta.name(obj)] = obj
+            self._classes_changed()
         elif kind in _POLICY:
             self.policy[str(kind)][key] = obj
             self.policy_dirty = True
@@ -282,6 +293,14 @@ class LiveModel:
             name = key.rpartition("/")[2]
             if self.volumes.pop(name, None) is not None:
                 self._volume_changed(name, None)
+        elif kind == "PersistentVolumeClaim":
+            ns, _, name = key.partition("/")
+            claim = f"{ns or meta.DEFAULT_NAMESPACE}/{name}"
+            if self.claim_objs.pop(claim, None) is not None:
+                self.dirty_pods |= self.claim_pods.get(claim, set())
+        elif kind == "StorageClass":
+            if self.classes.pop(key.rpartition("/")[2], None) is not None:
+                self._classes_changed()
         elif kind in _POLICY:
             if self.policy[kind].pop(key, None) is not None:
                 self.policy_dirty = True
@@ -348,6 +367,10 @@ class LiveModel:
             return list(self.queue_objs)
         if kind == "PersistentVolume":
             return [f"/{n}" for n in self.volumes]
+        if kind == "PersistentVolumeClaim":
+            return list(self.claim_objs)
+        if kind == "StorageClass":
+            return [f"/{n}" for n in self.classes]
         if kind in _POLICY:
             return list(self.policy[kind])
         if kind == "Namespace":
@@ -365,7 +388,7 @@ class LiveModel:
         out: list[Obj] = [e.obj for e in self.pods.values()]
         out += sorted(self.nodes.values(), key=lambda o: self.node_seq[meta.name(o)])
         out += [*self.podgroups.values(), *self.queue_objs.values(), *self.namespaces.values(),
-                *self.owners.values(), *self.volumes.values()]
+                *self.owners.values(), *self.volumes.values(), *self.claim_objs.values(), *self.classes.values()]
         for objs in self.policy.values():
             out += objs.values()
         return out
@@ -405,6 +428,13 @@ class LiveModel:
             self.volume_claims[name] = claim
             self.bound[claim] = terms
             self.dirty_pods |= self.claim_pods.get(claim, set())
+
+    def _classes_changed(self) -> None:
+        """A StorageClass added, changed or gone: every pod with a claim is read again (there are few classes, and
+        they change seldom)."""
+        self.claim_modes = ClaimModes(self.classes.values())
+        for pods in self.claim_pods.values():
+            self.dirty_pods |= pods
 
     def _owner_changed(self, okey: tuple[str, str, str]) -> None:
         self.dirty_pods |= self.owner_pods.get(okey, set())  # grouped again: their job may be another
@@ -506,6 +536,9 @@ class LiveModel:
                 self.claim_pods.setdefault(claim, set()).add(key)
             if self.bound:
                 bind_to_volumes(placed, names, self.bound)
+            if self.claim_objs and not placed.node and \
+                    (waiting := unbound_at_once(names, placed.namespace, self.claim_objs, self.claim_modes)):
+                entry.problems.append(waiting_for_claims(placed, waiting))
         self.part.pod_role(placed)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)

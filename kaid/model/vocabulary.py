@@ -116,6 +116,7 @@ class ReasonCode(StrEnum):
     OWNER_NOT_SEEN = "OwnerNotSeen"
     POD_GROUPER_SKIPPED = "PodGrouperSkipped"  # kai.scheduler/skip-podgrouper, and no PodGroup named
     UNKNOWN_SUBGROUP = "UnknownSubGroup"  # a pod names no pod set of its PodGroup's sub-groups
+    UNBOUND_IMMEDIATE_CLAIM = "UnboundImmediateClaim"  # a claim its class binds at once is not bound yet
     # why a job waits: the actions and placement
     QUEUE_LIMIT = "QueueLimit"
     NON_PREEMPTIBLE_OVER_QUOTA = "NonPreemptibleOverQuota"

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kaid.model.objects import Pod
+from kaid.model.objects import Pod, Reason
+from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
 Terms = list[list[dict[str, Any]]]  # nodeSelectorTerms as ``Pod.affinity`` holds them: OR of ANDs
@@ -57,3 +58,68 @@ def bind_to_volumes(pod: Pod, claims: Sequence[str], bound: Mapping[str, Terms])
     if terms:
         pod.volume_terms = terms
         pod.sig = repr((pod.sig, "volumes", terms))  # (which nodes take it: a signature of its own)
+
+
+# a claim's StorageClass binds it at once (the default), or waits for its first consumer
+IMMEDIATE, WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+
+
+class ClaimModes:
+    """How each StorageClass binds its claims (``volumeBindingMode``), and the default class (the one annotated
+    ``storageclass.kubernetes.io/is-default-class: "true"``): what says whether an unbound claim binds at once."""
+
+    __slots__ = ("default", "modes")
+
+    def __init__(self, classes: Iterable[Obj]) -> None:
+        self.modes: dict[str, str] = {}
+        self.default: str | None = None
+        for sc in classes:
+            m = sc.get("metadata")
+            name = m.get("name") if isinstance(m, dict) else None
+            if not isinstance(name, str) or not name:
+                continue
+            self.modes[name] = str(sc.get("volumeBindingMode") or IMMEDIATE)
+            anns = m.get("annotations") if isinstance(m, dict) else None
+            if isinstance(anns, dict) and str(anns.get(DEFAULT_CLASS_ANNOTATION)).lower() == "true":
+                self.default = name
+
+    def binds_at_once(self, claim: Obj) -> bool:
+        """Whether an unbound claim is bound by its class as soon as it exists (kube-scheduler waits for that before
+        it places the pod: the volume's node affinity then decides), as far as the classes known say: a class not
+        known says nothing (a snapshot without StorageClasses)."""
+        spec = claim.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        name = spec.get("storageClassName")
+        if name == "":
+            return True  # (no class: bound to a volume made by hand, whatever node the pod is on)
+        if name is None:
+            name = self.default
+        mode = self.modes.get(name) if isinstance(name, str) else None
+        return mode is not None and mode != WAIT_FOR_FIRST_CONSUMER
+
+
+def unbound_at_once(claims: Sequence[str], namespace: str, known: Mapping[str, Obj], modes: ClaimModes) -> list[str]:
+    """The pod's claims (``claims``, in ``namespace``) that exist, are bound to no volume yet, and whose class binds
+    at once: the pod waits for them (kube-scheduler's VolumeBinding: "pod has unbound immediate
+    PersistentVolumeClaims"). A claim that does not exist yet holds the bind back (``kaid.kube.volumes``)."""
+    out: list[str] = []
+    for name in claims:
+        claim = known.get(f"{namespace}/{name}")
+        if claim is None:
+            continue
+        spec = claim.get("spec")
+        if isinstance(spec, dict) and spec.get("volumeName"):
+            continue
+        if modes.binds_at_once(claim):
+            out.append(name)
+    return out
+
+
+def waiting_for_claims(pod: Pod, names: list[str]) -> Reason:
+    """Why a pod waits for claims its class binds at once (``unbound_at_once``)."""
+    return Reason(ReasonCode.UNBOUND_IMMEDIATE_CLAIM,
+                  f"pod {pod.key} has unbound immediate PersistentVolumeClaims ({', '.join(names)}): their "
+                  f"StorageClass binds them as soon as they exist, and the pod waits for that to know where their "
+                  f"volumes can be reached; check the claims' events if it lasts",
+                  {"claims": names})

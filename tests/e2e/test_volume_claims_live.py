@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaid.kube.client import ApiError
 from kaid.kube.volumes import SELECTED_NODE
 
 from .controlplane import ControlPlane
-from .kaid_helpers import bound, create_object, get_or_none, pod, pods_of, queue, suffix, wait_for
+from .kaid_helpers import bound, create_object, get_or_none, pod, pod_condition, pods_of, queue, suffix, wait_for
 
 Obj = dict[str, Any]
 
@@ -83,3 +84,56 @@ def test_a_pod_goes_where_the_volume_bound_to_its_claim_is(
         assert placed[0]["spec"]["nodeName"] == emptier, (placed[0]["spec"]["nodeName"], fuller, emptier)
     finally:
         cp.request("DELETE", f"/api/v1/persistentvolumes/{pv}")
+
+
+def test_a_pod_waits_for_a_claim_bound_at_once_then_goes_where_its_volume_is(
+    control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
+) -> None:
+    """A claim of a class that binds at once (no provisioner here: it stays unbound until a volume is made for it by
+    hand): the pod waits and says why, as with kube-scheduler; once the volume controller binds it to a volume on
+    node B, the pod goes to B, not to node A where bin packing would put it. kaid bound it at once, to A."""
+    cp = control_plane
+    pool, (fuller, emptier) = make_pool(2, gpus=4)
+    (q,) = make_queues(queue(f"imm-{suffix()}", 0))
+    busy = pod("busy", pool, q, 3)
+    busy["spec"]["nodeName"] = fuller
+    create_object(cp, namespace, busy)
+    klass, pv = f"imm-{suffix()}", f"zonal-{suffix()}"
+    cp.create("/apis/storage.k8s.io/v1/storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": klass},
+        "provisioner": "example.com/none", "volumeBindingMode": "Immediate"})
+    try:
+        cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+            "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+        db = pod("db", pool, q, 1)
+        db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        create_object(cp, namespace, db)
+        kaid = start_kaid("imm")
+
+        def says() -> Obj | None:
+            (obj,) = [p for p in pods_of(cp, namespace) if p["metadata"]["name"] == "db"]
+            cond = pod_condition(obj, "PodScheduled")
+            return cond if cond and "unbound immediate PersistentVolumeClaims" in str(cond.get("message")) else None
+
+        wait_for(says, 60, "the pod to say it waits for its claim")
+        kaid.wait_cycles(2)
+        assert not [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"]
+        cp.create("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
+                     "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk1"},
+                     "claimRef": {"namespace": namespace, "name": "data"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [emptier]}]}]}}}})
+        placed = wait_for(lambda: [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"], 60,
+                          "the pod to be bound once its claim is")
+        assert placed[0]["spec"]["nodeName"] == emptier, (placed[0]["spec"]["nodeName"], fuller, emptier)
+    finally:
+        for path in (f"/api/v1/persistentvolumes/{pv}", f"/apis/storage.k8s.io/v1/storageclasses/{klass}"):
+            try:
+                cp.request("DELETE", path)
+            except ApiError as err:  # (the volume is made late in the test)
+                if err.status != 404:
+                    raise
