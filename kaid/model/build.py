@@ -233,6 +233,7 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
     scheduler = cfg.schedulerName
     reader = None if read is read_pod else read  # (the daemon's PodMemo reads the objects itself)
     bound = bound_volumes(inp.volumes) if inp.volumes else None  # (claim -> its volume's node affinity)
+    restrict = part.restrict
     known = {meta.object_key(o): o for o in inp.claims} if inp.claims else None  # (claim key -> the claim)
     modes = ClaimModes(inp.classes) if known else None
     # (a pod that names a PodGroup is in the partition unless another shard's PodGroup has that name)
@@ -264,7 +265,8 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 if known and modes is not None and not pod.node and \
                         (waiting := unbound_at_once(names, pod.namespace, known, modes)):
                     pod_problems.append(waiting_for_claims(pod, waiting))
-            part.pod_role(pod)
+            if restrict:
+                part.pod_role(pod)
         except Exception as err:  # (a malformed object: left out, ``malformed``)
             problems.append(malformed("Pod", obj, err))
             continue

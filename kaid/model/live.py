@@ -197,9 +197,9 @@ class LiveModel:
         if kind == "List":
             self._upsert_all([item for item in obj.get("items") or [] if isinstance(item, dict)])
             return
-        if kind in _JOB_KINDS and (unkeyed := _unkeyed(obj)):
-            raise ValueError(f"a {kind} object {unkeyed}: left out (the API server gives every one both)")
         key = meta.store_key(obj)
+        if (key[0] == "/" or key[-1] == "/") and kind in _JOB_KINDS:  # (``namespace/name`` without one of them)
+            raise ValueError(f"a {kind} object {_unkeyed(obj)}: left out (the API server gives every one both)")
         if kind == "Pod":
             entry = self.pods.get(key)
             if entry is None:
@@ -479,7 +479,8 @@ class LiveModel:
         entry.included = entry.reservation = False
         entry.tpl = None
         self.pod_view = None
-        self.pod_problems.pop(key, None)
+        if self.pod_problems:
+            self.pod_problems.pop(key, None)
 
     def _named(self, job: str) -> bool:
         """Whether a PodGroup object read as one names the job (else its first pod places it in the job order)."""
@@ -539,7 +540,8 @@ class LiveModel:
             if self.claim_objs and not placed.node and \
                     (waiting := unbound_at_once(names, placed.namespace, self.claim_objs, self.claim_modes)):
                 entry.problems.append(waiting_for_claims(placed, waiting))
-        self.part.pod_role(placed)
+        if self.part.restrict:
+            self.part.pod_role(placed)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)
         pg_name: str | None = None  # (read once here for ``_job_key``)
         job_key: str | None = ""  # (its job's key, where the partition's check has found it)
@@ -568,7 +570,7 @@ class LiveModel:
         entry.included = True
         entry.job = job = self._job_key(key, entry, obj, placed.namespace, pg_name, job_key or "")
         members = self.job_pods.get(job)
-        if members is None or not self._named(job):
+        if members is None or job not in self.podgroups or job in self.pg_problems:  # (``_named``)
             self.job_order = None
         self.job_pods.setdefault(job, set()).add(key)
         self.dirty_jobs.add(job)
@@ -665,7 +667,7 @@ class LiveModel:
             if e.reservation:
                 pod.gpu_whole = 0
                 reservations.append(pod)
-            elif other_scheduler(e.obj.get("spec") or _NO_SPEC, scheduler):
+            elif not e.included and other_scheduler(e.obj.get("spec") or _NO_SPEC, scheduler):
                 hold_other(node, pod)
             occupy(node, pod)
             e.tpl = pod
@@ -938,9 +940,8 @@ _JOB_KINDS = ("Pod", "PodGroup")  # held by ``namespace/name`` as written, read 
 
 
 def _unkeyed(obj: Obj) -> str:
-    """What keeps a pod or a PodGroup from being held by its key (its name or its namespace missing, or not a
-    string: the key the model holds it by and the one its job is read with would differ), or "" for one that has
-    both."""
+    """What keeps a pod or a PodGroup from being held by its key (its name or its namespace missing: the key the
+    model holds it by and the one its job is read with would differ), or "" for one that has both."""
     m = obj.get("metadata")
     name = m.get("name") if isinstance(m, dict) else None
     if not isinstance(name, str) or not name:
