@@ -1,7 +1,8 @@
-"""KAI's restrictSchedulingNodes (``--restrict-node-scheduling``): only nodes labelled as GPU or CPU workers are
-scheduled to (the others are left out of the snapshot, their GPUs outside every queue's share); a pod asking for
-GPUs goes only to a GPU worker, another only to a CPU worker (KAI's predicates plugin and ``filterUnmarkedNodes``,
-proportion's ``getNodeResources`` at d5bc503a). Off, as KAI's default, every node takes every pod."""
+"""Which nodes take which pods by their role and their conditions. KAI's restrictSchedulingNodes
+(``--restrict-node-scheduling``): only nodes labelled as GPU or CPU workers are scheduled to (the others are left out
+of the snapshot, their GPUs outside every queue's share); a pod asking for GPUs goes only to a GPU worker, another
+only to a CPU worker (KAI's predicates plugin and ``filterUnmarkedNodes``, proportion's ``getNodeResources`` at
+d5bc503a). Off, as KAI's default, every node takes every pod. A node under memory, disk or PID pressure takes none."""
 
 from __future__ import annotations
 
@@ -81,3 +82,21 @@ def test_the_settings_are_read_and_a_bad_label_key_is_named(tmp_path: Path) -> N
     path.write_text("cpuWorkerNodeLabelKey: 'not a key!'\n")
     with pytest.raises(Exception, match="not a label key"):
         load_config(path)
+
+
+@pytest.mark.parametrize(("condition", "status", "takes"), [
+    ("MemoryPressure", "True", False), ("DiskPressure", "Unknown", False), ("PIDPressure", "False", True),
+    ("NetworkUnavailable", "True", False), ("SomethingElse", "True", True),
+])
+def test_a_node_under_pressure_takes_no_pod_and_counts_for_no_share(condition: str, status: str, takes: bool) -> None:
+    """KAI's CheckNodeConditionPredicate: Ready, and no pressure condition other than False. Kubernetes taints such a
+    node too, but a pod that tolerates every taint (``operator: Exists``) went there, and its GPUs counted for the
+    queues' shares."""
+    tired = node("tired", gpus=8)
+    tired["status"]["conditions"].append({"type": condition, "status": status})
+    objs = [tired, node("fine", gpus=4), queue("q"), pod("busy", gpus=6, queue="q", node_name="tired"),
+            pod("anywhere", gpus=1, queue="q", tolerations=[{"operator": "Exists"}])]
+    cfg = SchedulerConfig()
+    for snap in snapshots(objs, cfg):
+        assert snap.capacity()[GPU] == (12000 if takes else 4000)
+        assert where(run_cycle(snap, cfg)) == {"anywhere": "tired" if takes else "fine"}  # (binpack: the fuller)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaid.api import constants as c
+from kaid.model.nodes import PRESSURE_CONDITIONS
 from kaid.model.pods import claim_volumes
 from kaid.model.volumes import DEFAULT_CLASS_ANNOTATION
 
@@ -79,7 +80,8 @@ def strip(obj: Obj) -> Obj | None:
         base["spec"] = {k: spec[k] for k in ("taints", "unschedulable") if k in spec}
         base["status"] = {"allocatable": status.get("allocatable") or {}, "capacity": status.get("capacity") or {},
                           "conditions": [{"type": x.get("type"), "status": x.get("status")}
-                                         for x in status.get("conditions") or [] if x.get("type") == "Ready"]}
+                                         for x in status.get("conditions") or []
+                                         if x.get("type") == "Ready" or x.get("type") in PRESSURE_CONDITIONS]}
     elif kind in ("Queue", "PodGroup", "Topology"):
         base["spec"] = spec
         if kind == "PodGroup" and status:

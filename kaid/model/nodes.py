@@ -14,6 +14,29 @@ from kaid.model.vocabulary import PodStatus, ReasonCode
 Obj = dict[str, Any]
 
 
+# the conditions that keep pods off a node unless they are False (KAI's CheckNodeConditionPredicate, d5bc503a)
+PRESSURE_CONDITIONS = frozenset({"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+
+
+def node_ready(conditions: Any) -> bool:
+    """Whether a node takes pods and counts for fair share, as KAI reads its conditions: Ready True, and none of
+    ``PRESSURE_CONDITIONS`` other than False (a node under memory pressure is tainted by its controller, but a pod
+    that tolerates every taint would still go there). A node without conditions is ready (hand-written snapshots
+    often omit them)."""
+    if not conditions:
+        return True
+    ready = False
+    for cond in conditions:  # (not a list: the node is malformed, ``build.malformed``)
+        if not isinstance(cond, dict):
+            continue
+        kind = cond.get("type")
+        if kind == "Ready":
+            ready = cond.get("status") == "True"
+        elif kind in PRESSURE_CONDITIONS and cond.get("status") != "False":
+            return False
+    return ready
+
+
 def read_node(obj: Obj, problems: list[ObjectProblem] | None = None) -> Node:
     """One node: allocatable resources, GPUs and their memory, readiness, taints. A GPU count above
     ``MAX_NODE_GPUS`` is read as none, with a problem added to ``problems``."""
@@ -27,10 +50,7 @@ def read_node(obj: Obj, problems: list[ObjectProblem] | None = None) -> Node:
         except QuantityError:
             return 0
 
-    ready = any(cond.get("type") == "Ready" and cond.get("status") == "True"
-                for cond in status.get("conditions") or [] if isinstance(cond, dict))
-    if not status.get("conditions"):
-        ready = True  # hand-written snapshots often omit conditions
+    ready = node_ready(status.get("conditions"))
     labels = meta.string_map(meta.labels_of(obj))
     try:
         gpu_mem = int(labels.get(c.GPU_MEMORY_NODE_LABEL, "0"))
