@@ -16,6 +16,42 @@ from .kaid_helpers import bound, create_object, get_or_none, pod, pod_condition,
 Obj = dict[str, Any]
 
 
+def _storage_class(cp: ControlPlane, name: str, mode: str) -> None:
+    cp.create("/apis/storage.k8s.io/v1/storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+        "provisioner": "example.com/none", "volumeBindingMode": mode})
+
+
+def _claim(cp: ControlPlane, namespace: str, klass: str, volume: str = "") -> None:
+    """The claim ``data`` of ``klass`` (``volume``: bound to it by name)."""
+    spec: Obj = {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": spec})
+
+
+def _local_volume(cp: ControlPlane, name: str, klass: str, namespace: str, node: str) -> None:
+    """A local volume on ``node`` made for the claim ``data`` (its claimRef: the volume controller binds them)."""
+    cp.create("/api/v1/persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
+                 "persistentVolumeReclaimPolicy": "Retain", "local": {"path": f"/mnt/{name}"},
+                 "claimRef": {"namespace": namespace, "name": "data"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}})
+
+
+def _delete(cp: ControlPlane, *paths: str) -> None:
+    for path in paths:
+        try:
+            cp.request("DELETE", path)
+        except ApiError as err:  # (made late in a test that failed before)
+            if err.status != 404:
+                raise
+
+
 def test_a_pods_claims_that_wait_for_their_first_consumer_are_told_its_node(
     control_plane: ControlPlane, namespace: str, make_pool: Any, make_queues: Any, start_kaid: Any
 ) -> None:
@@ -23,14 +59,9 @@ def test_a_pods_claims_that_wait_for_their_first_consumer_are_told_its_node(
     pool, _ = make_pool(2, gpus=4)
     (q,) = make_queues(queue(f"vol-{suffix()}", 0))
     klass = f"wffc-{suffix()}"
-    cp.create("/apis/storage.k8s.io/v1/storageclasses", {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": klass},
-        "provisioner": "example.com/none", "volumeBindingMode": "WaitForFirstConsumer"})
+    _storage_class(cp, klass, "WaitForFirstConsumer")
     try:
-        cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
-            "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}})
+        _claim(cp, namespace, klass)
         trainer = pod("trainer", pool, q, 1)
         trainer["spec"]["volumes"] = [
             {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
@@ -46,7 +77,30 @@ def test_a_pods_claims_that_wait_for_their_first_consumer_are_told_its_node(
             assert pvc is not None, claim
             assert (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE) == node, pvc["metadata"]
     finally:
-        cp.request("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{klass}")
+        _delete(cp, f"/apis/storage.k8s.io/v1/storageclasses/{klass}")
+
+
+def _two_nodes_one_busy(cp: ControlPlane, namespace: str, make_pool: Any, make_queues: Any,
+                        ) -> tuple[str, str, str, str]:
+    """Two nodes of four GPUs, three of the first's busy (bin packing's choice for a one-GPU pod), and a queue:
+    (pool, queue, the fuller node, the emptier one)."""
+    pool, (fuller, emptier) = make_pool(2, gpus=4)
+    (q,) = make_queues(queue(f"pv-{suffix()}", 0))
+    busy = pod("busy", pool, q, 3)
+    busy["spec"]["nodeName"] = fuller
+    create_object(cp, namespace, busy)
+    return pool, q, fuller, emptier
+
+
+def _db(cp: ControlPlane, namespace: str, pool: str, q: str) -> None:
+    """A one-GPU pod whose volume is the claim ``data``."""
+    db = pod("db", pool, q, 1)
+    db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    create_object(cp, namespace, db)
+
+
+def _db_bound(cp: ControlPlane, namespace: str) -> list[Obj]:
+    return [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"]
 
 
 def test_a_pod_goes_where_the_volume_bound_to_its_claim_is(
@@ -55,35 +109,19 @@ def test_a_pod_goes_where_the_volume_bound_to_its_claim_is(
     """A local volume on node B, bound to the pod's claim by the API server's volume controller: kaid's bin packing
     puts a one-GPU pod on node A (three of its four GPUs busy), where the volume cannot be attached; it goes to B."""
     cp = control_plane
-    pool, (fuller, emptier) = make_pool(2, gpus=4)
-    (q,) = make_queues(queue(f"pv-{suffix()}", 0))
-    busy = pod("busy", pool, q, 3)
-    busy["spec"]["nodeName"] = fuller
-    create_object(cp, namespace, busy)
+    pool, q, fuller, emptier = _two_nodes_one_busy(cp, namespace, make_pool, make_queues)
     pv = f"local-{suffix()}"
-    cp.create("/api/v1/persistentvolumes", {
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                 "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk0"},
-                 "claimRef": {"namespace": namespace, "name": "data"},
-                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [emptier]}]}]}}}})
     try:
-        cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
-            "spec": {"storageClassName": "", "volumeName": pv, "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}})
+        _local_volume(cp, pv, "", namespace, emptier)
+        _claim(cp, namespace, "", volume=pv)
         wait_for(lambda: (get_or_none(cp, f"/api/v1/persistentvolumes/{pv}") or {}).get("status", {}).get("phase")
                  == "Bound", 60, "the volume to be bound to the claim")
-        db = pod("db", pool, q, 1)
-        db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-        create_object(cp, namespace, db)
+        _db(cp, namespace, pool, q)
         start_kaid("pv")
-        placed = wait_for(lambda: [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"], 60,
-                          "the pod with the bound claim to be bound")
+        placed = wait_for(lambda: _db_bound(cp, namespace), 60, "the pod with the bound claim to be bound")
         assert placed[0]["spec"]["nodeName"] == emptier, (placed[0]["spec"]["nodeName"], fuller, emptier)
     finally:
-        cp.request("DELETE", f"/api/v1/persistentvolumes/{pv}")
+        _delete(cp, f"/api/v1/persistentvolumes/{pv}")
 
 
 def test_a_pod_waits_for_a_claim_bound_at_once_then_goes_where_its_volume_is(
@@ -93,23 +131,12 @@ def test_a_pod_waits_for_a_claim_bound_at_once_then_goes_where_its_volume_is(
     hand): the pod waits and says why, as with kube-scheduler; once the volume controller binds it to a volume on
     node B, the pod goes to B, not to node A where bin packing would put it. kaid bound it at once, to A."""
     cp = control_plane
-    pool, (fuller, emptier) = make_pool(2, gpus=4)
-    (q,) = make_queues(queue(f"imm-{suffix()}", 0))
-    busy = pod("busy", pool, q, 3)
-    busy["spec"]["nodeName"] = fuller
-    create_object(cp, namespace, busy)
+    pool, q, fuller, emptier = _two_nodes_one_busy(cp, namespace, make_pool, make_queues)
     klass, pv = f"imm-{suffix()}", f"zonal-{suffix()}"
-    cp.create("/apis/storage.k8s.io/v1/storageclasses", {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": klass},
-        "provisioner": "example.com/none", "volumeBindingMode": "Immediate"})
+    _storage_class(cp, klass, "Immediate")
     try:
-        cp.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
-            "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": "1Gi"}}}})
-        db = pod("db", pool, q, 1)
-        db["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-        create_object(cp, namespace, db)
+        _claim(cp, namespace, klass)
+        _db(cp, namespace, pool, q)
         kaid = start_kaid("imm")
 
         def says() -> Obj | None:
@@ -119,21 +146,9 @@ def test_a_pod_waits_for_a_claim_bound_at_once_then_goes_where_its_volume_is(
 
         wait_for(says, 60, "the pod to say it waits for its claim")
         kaid.wait_cycles(2)
-        assert not [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"]
-        cp.create("/api/v1/persistentvolumes", {
-            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
-                     "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk1"},
-                     "claimRef": {"namespace": namespace, "name": "data"},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [emptier]}]}]}}}})
-        placed = wait_for(lambda: [p for p in bound(pods_of(cp, namespace)) if p["metadata"]["name"] == "db"], 60,
-                          "the pod to be bound once its claim is")
+        assert not _db_bound(cp, namespace)
+        _local_volume(cp, pv, klass, namespace, emptier)
+        placed = wait_for(lambda: _db_bound(cp, namespace), 60, "the pod to be bound once its claim is")
         assert placed[0]["spec"]["nodeName"] == emptier, (placed[0]["spec"]["nodeName"], fuller, emptier)
     finally:
-        for path in (f"/api/v1/persistentvolumes/{pv}", f"/apis/storage.k8s.io/v1/storageclasses/{klass}"):
-            try:
-                cp.request("DELETE", path)
-            except ApiError as err:  # (the volume is made late in the test)
-                if err.status != 404:
-                    raise
+        _delete(cp, f"/api/v1/persistentvolumes/{pv}", f"/apis/storage.k8s.io/v1/storageclasses/{klass}")
