@@ -359,3 +359,25 @@ def test_a_podgroup_whose_reading_raises_is_left_out_of_the_daemons_model_as_of_
     model.upsert(podgroup("g", "q"))
     again = model.snapshot(0.0)
     assert not again.problems and list(again.jobs) == ["default/g", "default/h"] and again.jobs["default/g"].explicit
+
+
+def test_garbled_selectors_of_spread_constraints_and_volumes_are_read_not_raised_in_the_cycle() -> None:
+    """A topology spread constraint's selector or a PersistentVolume's node affinity of another structure (the API
+    server refuses both; a snapshot file may hold them) raised in the middle of the cycle's placement. Now the pod is
+    left out as malformed, and a volume whose node affinity cannot be read is reachable from no node."""
+    spread = pod("spread", gpus=1, queue="q", topologySpreadConstraints=[{
+        "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": 1.5}}])
+    stored = pod("stored", gpus=1, queue="q")
+    stored["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]
+    volume = {"kind": "PersistentVolume", "metadata": {"name": "pv"}, "status": {"phase": "Bound"},
+              "spec": {"claimRef": {"namespace": "default", "name": "c"},
+                       "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": 2.5}]}}}}
+    objs = [node("n0"), queue("q"), spread, stored, volume, pod("plain", gpus=1, queue="q")]
+    cfg = SchedulerConfig()
+    for snap in (build_snapshot(objs, cfg, 0.0), _live(objs, cfg)):
+        d = run_cycle(snap, cfg)
+        assert [(p.kind, p.name, p.reason.code) for p in snap.problems] == \
+            [("Pod", "spread", ReasonCode.MALFORMED_OBJECT)]
+        assert [b.pod for b in d.binds] == ["default/plain"]
+        assert "volume node affinity conflict" in d.pending["default/pg-pod-stored"][-1].message

@@ -58,8 +58,9 @@ from kaid.model.partition import Partition, workload_owner
 from kaid.model.pods import claims, is_reservation_pod, read_pod
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import pod_vector, read_queues
+from kaid.model.selectors import Terms
 from kaid.model.vocabulary import BOUND_OR_RUNNING, GPU, PodStatus
-from kaid.model.volumes import ClaimModes, Terms, bind_to_volumes, bound_claim, unbound_at_once, waiting_for_claims
+from kaid.model.volumes import ClaimModes, bind_to_volumes, bound_claim, unbound_at_once, waiting_for_claims
 
 Obj = dict[str, Any]
 _R = (0, 1, 2)  # GPU, CPU, MEM as plain indices (an IntEnum index costs a call each time)
@@ -197,6 +198,8 @@ class LiveModel:
         if kind == "List":
             self._upsert_all([item for item in obj.get("items") or [] if isinstance(item, dict)])
             return
+        if not isinstance(kind, str):
+            return  # (no kind the model reads, as a cold build skips it)
         key = meta.store_key(obj)
         if (key[0] == "/" or key[-1] == "/") and kind in _JOB_KINDS:  # (``namespace/name`` without one of them)
             raise ValueError(f"a {kind} object {_unkeyed(obj)}: left out (the API server gives every one both)")

@@ -13,6 +13,7 @@ from kaid.api.config import GpuSharingConfig
 from kaid.api.quantity import QuantityError, parse_quantity, to_int, to_milli
 from kaid.model.objects import MAX_NODE_GPUS, MOST_AMOUNT, Node, Pod, Reason
 from kaid.model.podterms import required_pod_terms, spread_constraints
+from kaid.model.selectors import node_selector_terms
 from kaid.model.vocabulary import PodPhase, ReasonCode
 
 Obj = dict[str, Any]
@@ -90,12 +91,7 @@ def claims(obj: Obj | None) -> tuple[str, ...]:
 def _required_terms(spec: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     na = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = []
-    for term in req.get("nodeSelectorTerms") or []:
-        exprs = list((term or {}).get("matchExpressions") or [])
-        exprs += [{**f, "field": True} for f in (term or {}).get("matchFields") or []]
-        terms.append(exprs)
-    return terms
+    return node_selector_terms(req.get("nodeSelectorTerms"))
 
 
 def _impossible_amounts(pod: Pod, problems: list[Reason]) -> None:

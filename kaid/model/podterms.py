@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kaid.model.selectors import selector_matches
+from kaid.model.selectors import label_selector, selector_matches
 
 if TYPE_CHECKING:
     from kaid.model.objects import Pod
@@ -23,7 +23,7 @@ class PodTerm:
     def __init__(self, key: str, namespaces: frozenset[str] | None, selector: Mapping[str, Any] | None) -> None:
         self.key = key
         self.namespaces = namespaces
-        self.selector = selector
+        self.selector = label_selector(selector)  # (ValueError for one of another structure: its pod is malformed)
         self.ident = repr((key, sorted(namespaces) if namespaces is not None else None, _canonical(selector)))
 
     def matches(self, pod: Pod) -> bool:

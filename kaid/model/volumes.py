@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kaid.model.objects import Pod, Reason
+from kaid.model.selectors import Terms, node_selector_terms
 from kaid.model.vocabulary import ReasonCode
 
 Obj = dict[str, Any]
-Terms = list[list[dict[str, Any]]]  # nodeSelectorTerms as ``Pod.affinity`` holds them: OR of ANDs
 BOUND = "Bound"
 
 
@@ -31,14 +31,12 @@ def bound_claim(pv: Obj) -> tuple[str, Terms] | None:
         return None
     required = affinity.get("required")
     raw = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    if not isinstance(raw, list) or not raw:
+    if not raw:
         return None
-    terms: Terms = []
-    for term in raw:
-        term = term if isinstance(term, dict) else {}
-        exprs = [e for e in term.get("matchExpressions") or () if isinstance(e, dict)]
-        exprs += [{**f, "field": True} for f in term.get("matchFields") or () if isinstance(f, dict)]
-        terms.append(exprs)
+    try:
+        terms = node_selector_terms(raw)
+    except ValueError:  # (the API server refuses it: a hand-written file's; reachable from no node, not from all)
+        terms = []
     return f"{ref.get('namespace') or 'default'}/{ref['name']}", terms
 
 
