@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import quote
 
 from kaid.kube.client import ApiError
+from kaid.model.volumes import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER
 
 Obj = dict[str, Any]
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
-WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 
 def claim_path(namespace: str, name: str) -> str:
@@ -66,8 +66,8 @@ class Claims:
             except ApiError as err:
                 if err.status != 404:
                     raise
-                return "Immediate"
-            known = str(sc.get("volumeBindingMode") or "Immediate")
+                return IMMEDIATE
+            known = str(sc.get("volumeBindingMode") or IMMEDIATE)
             with self._lock:
                 self._modes[klass] = known
         return known

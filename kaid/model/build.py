@@ -46,7 +46,7 @@ from kaid.model.pods import (
 from kaid.model.policy import read_budgets, read_priority_classes, read_topologies
 from kaid.model.queues import account, read_queues
 from kaid.model.vocabulary import BOUND_OR_RUNNING, FINISHED_PHASES, PodPhase, PodStatus
-from kaid.model.volumes import ClaimModes, bind_to_volumes, bound_volumes, unbound_at_once, waiting_for_claims
+from kaid.model.volumes import ClaimModes, bound_volumes, read_claims
 
 Obj = dict[str, Any]
 # a pod that holds resources on a node, with the order it is accounted in: those that recorded their GPUs
@@ -258,13 +258,9 @@ def _read_pods(inp: Inputs, cfg: SchedulerConfig, read: PodReader, node_by_name:
                 anns = _NO_ANNOTATIONS
             pod_problems: list[Reason] = []
             pod = read_parts(obj, m, spec, status, anns, pod_problems) if reader is None else reader(obj, pod_problems)
-            if (bound or known) and spec.get("volumes"):
-                names = claims(obj)
-                if bound:
-                    bind_to_volumes(pod, names, bound)
-                if known and modes is not None and not pod.node and \
-                        (waiting := unbound_at_once(names, pod.namespace, known, modes)):
-                    pod_problems.append(waiting_for_claims(pod, waiting))
+            if (bound or known) and spec.get("volumes") and \
+                    (waits := read_claims(pod, claims(obj), bound, known, modes)) is not None:
+                pod_problems.append(waits)
             if restrict:
                 part.pod_role(pod)
         except Exception as err:  # (a malformed object: left out, ``malformed``)

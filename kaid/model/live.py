@@ -60,7 +60,7 @@ from kaid.model.policy import read_budgets, read_priority_classes, read_topologi
 from kaid.model.queues import pod_vector, read_queues
 from kaid.model.selectors import Terms
 from kaid.model.vocabulary import BOUND_OR_RUNNING, GPU, PodStatus
-from kaid.model.volumes import ClaimModes, bind_to_volumes, bound_claim, unbound_at_once, waiting_for_claims
+from kaid.model.volumes import ClaimModes, bound_claim, read_claims
 
 Obj = dict[str, Any]
 _R = (0, 1, 2)  # GPU, CPU, MEM as plain indices (an IntEnum index costs a call each time)
@@ -538,11 +538,9 @@ class LiveModel:
             entry.claims = tuple(f"{placed.namespace}/{n}" for n in names)
             for claim in entry.claims:
                 self.claim_pods.setdefault(claim, set()).add(key)
-            if self.bound:
-                bind_to_volumes(placed, names, self.bound)
-            if self.claim_objs and not placed.node and \
-                    (waiting := unbound_at_once(names, placed.namespace, self.claim_objs, self.claim_modes)):
-                entry.problems.append(waiting_for_claims(placed, waiting))
+            waits = read_claims(placed, names, self.bound, self.claim_objs, self.claim_modes)
+            if waits is not None:
+                entry.problems.append(waits)
         if self.part.restrict:
             self.part.pod_role(placed)
         entry.reservation = is_reservation_pod(obj, self.cfg.gpuSharing)

@@ -4,14 +4,16 @@ affinity conflict"). A pod placed elsewhere cannot attach its volume and waits i
 StatefulSet's pod recreated after an eviction must go back where its local volume is.
 
 A volume is read from its PersistentVolume alone: bound (``status.phase: Bound``) to the claim its ``claimRef``
-names, with ``spec.nodeAffinity.required`` terms. Claims that are not bound yet (a class that waits for its first
-consumer: ``kaid.kube.volumes``) constrain nothing."""
+names, with ``spec.nodeAffinity.required`` terms. A pending pod waits for an unbound claim its StorageClass binds at
+once (``unbound_at_once``); one of a class that waits for its first consumer is told its node at the bind
+(``kaid.kube.volumes``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kaid.api import meta
 from kaid.model.objects import Pod, Reason
 from kaid.model.selectors import Terms, node_selector_terms
 from kaid.model.vocabulary import ReasonCode
@@ -37,7 +39,7 @@ def bound_claim(pv: Obj) -> tuple[str, Terms] | None:
         terms = node_selector_terms(raw)
     except ValueError:  # (the API server refuses it: a hand-written file's; reachable from no node, not from all)
         terms = []
-    return f"{ref.get('namespace') or 'default'}/{ref['name']}", terms
+    return f"{ref.get('namespace') or meta.DEFAULT_NAMESPACE}/{ref['name']}", terms
 
 
 def bound_volumes(pvs: Iterable[Obj]) -> dict[str, Terms]:
@@ -112,6 +114,19 @@ def unbound_at_once(claims: Sequence[str], namespace: str, known: Mapping[str, O
         if modes.binds_at_once(claim):
             out.append(name)
     return out
+
+
+def read_claims(pod: Pod, names: Sequence[str], bound: Mapping[str, Terms] | None, known: Mapping[str, Obj] | None,
+                modes: ClaimModes | None) -> Reason | None:
+    """What a pod's claims (``names``) say: the nodes its bound volumes reach (``bind_to_volumes``), and, for a
+    pending pod, why it waits for claims bound at once (``unbound_at_once``), or None."""
+    if bound:
+        bind_to_volumes(pod, names, bound)
+    if known and modes is not None and not pod.node:
+        waiting = unbound_at_once(names, pod.namespace, known, modes)
+        if waiting:
+            return waiting_for_claims(pod, waiting)
+    return None
 
 
 def waiting_for_claims(pod: Pod, names: list[str]) -> Reason:
